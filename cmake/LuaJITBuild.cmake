@@ -1,0 +1,74 @@
+# Builds a prepared LuaJIT tree with its own Makefile (the only supported way
+# to build LuaJIT) and installs the results under the build directory.
+# Invariant: every variant is built with exactly LJPERF_LUAJIT_MAKEFLAGS, so
+# luajit and luajit-base differ only by the patch and the emitter sources.
+
+include(ProcessorCount)
+ProcessorCount(LJPERF_NPROC)
+if(LJPERF_NPROC EQUAL 0)
+  set(LJPERF_NPROC 2)
+endif()
+
+set(LJPERF_CFLAGS "-O2 -fno-omit-frame-pointer" CACHE STRING
+    "Optimisation flags for both LuaJIT builds (CCOPT)")
+set(LJPERF_XCFLAGS "" CACHE STRING "Extra LuaJIT defines for both builds (XCFLAGS)")
+
+set(LJPERF_LUAJIT_MAKEFLAGS
+    "CC=${CMAKE_C_COMPILER}"
+    "CCOPT=${LJPERF_CFLAGS}"
+    "CCDEBUG=-g"
+    "XCFLAGS=-DLUAJIT_ENABLE_GC64 ${LJPERF_XCFLAGS}"
+    "PREFIX=${CMAKE_BINARY_DIR}"
+    "BUILDMODE=mixed"
+    "Q=")
+
+# ljperf_build_luajit(TREE NAME [EXTRA_DEPS files...] [INSTALL_LIBS])
+# Builds TREE and installs its interpreter as bin/NAME. With INSTALL_LIBS the
+# libraries, headers, pkg-config file and jit.* modules are installed too.
+function(ljperf_build_luajit TREE NAME)
+  cmake_parse_arguments(ARG "INSTALL_LIBS" "" "EXTRA_DEPS" ${ARGN})
+  set(src "${TREE}/src")
+  set(outs "${src}/luajit" "${src}/libluajit.a" "${src}/libluajit.so")
+  file(GLOB_RECURSE tree_sources CONFIGURE_DEPENDS
+       "${src}/*.c" "${src}/*.h" "${src}/*.dasc" "${src}/Makefile")
+  add_custom_command(
+    OUTPUT ${outs}
+    COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
+            -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS}
+    DEPENDS ${tree_sources} ${ARG_EXTRA_DEPS}
+    COMMENT "Building LuaJIT (${NAME}) in ${TREE}"
+    VERBATIM)
+  set(bin "${CMAKE_BINARY_DIR}/bin/${NAME}")
+  set(installed "${bin}")
+  set(cmds COMMAND ${CMAKE_COMMAND} -E copy "${src}/luajit" "${bin}")
+  if(ARG_INSTALL_LIBS)
+    set(lib "${CMAKE_BINARY_DIR}/lib")
+    set(inc "${CMAKE_BINARY_DIR}/include/luajit-2.1")
+    file(STRINGS "${TREE}/Makefile" ver REGEX "^(MAJVER|MINVER|RELVER|PREREL)=")
+    set(v "")
+    foreach(line IN LISTS ver)
+      string(REGEX REPLACE "^[A-Z]+= *" "" part "${line}")
+      list(APPEND v "${part}")
+    endforeach()
+    list(GET v 0 major)
+    list(GET v 1 minor)
+    list(GET v 2 rel)
+    list(GET v 3 prerel)
+    set(jitdir "${CMAKE_BINARY_DIR}/share/luajit-${major}.${minor}.${rel}${prerel}/jit")
+    list(APPEND installed "${lib}/libluajit-5.1.a" "${lib}/libluajit-5.1.so.2"
+                          "${inc}/luajit.h" "${jitdir}/vmdef.lua")
+    list(APPEND cmds
+      COMMAND ${CMAKE_COMMAND} -E make_directory "${lib}" "${inc}" "${jitdir}" "${lib}/pkgconfig"
+      COMMAND ${CMAKE_COMMAND} -E copy "${src}/libluajit.a" "${lib}/libluajit-5.1.a"
+      COMMAND ${CMAKE_COMMAND} -E copy "${src}/libluajit.so" "${lib}/libluajit-5.1.so.2"
+      COMMAND ${CMAKE_COMMAND} -E create_symlink libluajit-5.1.so.2 "${lib}/libluajit-5.1.so"
+      COMMAND ${CMAKE_COMMAND} -E copy "${src}/lua.h" "${src}/lualib.h" "${src}/lauxlib.h"
+              "${src}/luaconf.h" "${src}/lua.hpp" "${src}/luajit.h" "${inc}"
+      COMMAND sh -c "cp '${src}'/jit/*.lua '${jitdir}'"
+      COMMAND sh -c "sed -e 's|^prefix=.*|prefix=${CMAKE_BINARY_DIR}|' -e 's|^multilib=.*|multilib=lib|' '${TREE}/etc/luajit.pc' > '${lib}/pkgconfig/luajit.pc'")
+  endif()
+  add_custom_command(OUTPUT ${installed} ${cmds}
+                     DEPENDS ${outs}
+                     COMMENT "Installing ${NAME}" VERBATIM)
+  add_custom_target(${NAME} ALL DEPENDS ${installed})
+endfunction()

@@ -1,0 +1,57 @@
+/*
+** ljperf emitter: tells perf about code the VM creates.
+**
+** Two outputs, both process-wide:
+**   LJP_MAP      /tmp/perf-PID.map   one "START SIZE NAME" line per code range
+**   LJP_JITDUMP  DIR/jit-PID.dump    jitdump (CODE_LOAD + DEBUG_INFO records),
+**                                    input of `perf inject --jit`
+**
+** Invariants the writers guarantee:
+** - Never abort or block the host program: an I/O error (ENOSPC, EROFS,
+**   EACCES, ...) closes the failing output, prints one line on stderr and
+**   leaves the program running. Later calls are no-ops for that output.
+** - Every record is written with one write(2), so a crash leaves a valid
+**   file up to the last complete record.
+** - Thread-safe: several lua_States in several threads may call in.
+** - fork: the first call in a child closes the inherited outputs without
+**   writing to them and opens new files for the child's pid.
+** - The map never repeats an identical (addr, size, name) line.
+*/
+#ifndef LJPERF_EMIT_H
+#define LJPERF_EMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LJP_MAP		1u
+#define LJP_JITDUMP	2u
+
+/* One DEBUG_INFO entry: code at addresses >= addr (up to the next entry)
+** comes from line LINE of FILE. */
+typedef struct LJPLine {
+  uint64_t addr;
+  uint32_t line;
+  const char *file;
+} LJPLine;
+
+/* Opens the outputs in MASK. DIR is the jitdump directory (NULL or "" means
+** $LUAJIT_PERF_DIR, else /tmp). Returns the mask of outputs now open.
+** Calling it again with outputs already open adds the missing ones. */
+unsigned ljp_emit_open(unsigned mask, const char *dir);
+
+/* Returns the mask of open outputs. If the process forked since the
+** outputs were opened, reopens them for the new pid first and sets
+** *fresh to 1 (the caller should then describe all live code again). */
+unsigned ljp_emit_begin(int *fresh);
+
+/* Describes code [addr, addr+size) named NAME (no whitespace, '(' or ';').
+** BYTES are the bytes stored in the jitdump (NULL: copy from addr).
+** LINES (sorted by addr, may be NULL) become a DEBUG_INFO record written
+** before the CODE_LOAD; the writer appends the closing entry at addr+size. */
+void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
+		   const void *bytes, const LJPLine *lines, size_t nlines);
+
+/* Flushes and closes all outputs (a jitdump CODE_CLOSE record is written). */
+void ljp_emit_close(void);
+
+#endif

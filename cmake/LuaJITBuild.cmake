@@ -22,20 +22,35 @@ set(LJPERF_LUAJIT_MAKEFLAGS
     "BUILDMODE=mixed"
     "Q=")
 
-# ljperf_build_luajit(TREE NAME [EXTRA_DEPS files...] [INSTALL_LIBS])
-# Builds TREE and installs its interpreter as bin/NAME. With INSTALL_LIBS the
-# libraries, headers, pkg-config file and jit.* modules are installed too.
+# The emitter sources, compiled into the patched VM (the patch names them in
+# LuaJIT's src/Makefile).
+file(GLOB LJPERF_EMITTER_SOURCES CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/emitter/*.c" "${PROJECT_SOURCE_DIR}/emitter/*.h")
+
+# ljperf_build_luajit(TREE NAME [EMITTER] [INSTALL_LIBS])
+# Builds TREE and installs its interpreter as bin/NAME. EMITTER copies the
+# emitter sources into the tree first. With INSTALL_LIBS the libraries,
+# headers, pkg-config file and jit.* modules are installed too.
 function(ljperf_build_luajit TREE NAME)
-  cmake_parse_arguments(ARG "INSTALL_LIBS" "" "EXTRA_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "INSTALL_LIBS;EMITTER" "" "" ${ARGN})
   set(src "${TREE}/src")
   set(outs "${src}/luajit" "${src}/libluajit.a" "${src}/libluajit.so")
   file(GLOB_RECURSE tree_sources CONFIGURE_DEPENDS
        "${src}/*.c" "${src}/*.h" "${src}/*.dasc" "${src}/Makefile")
+  set(copy "")
+  set(deps ${tree_sources})
+  if(ARG_EMITTER)
+    # copy_if_different keeps timestamps of unchanged files: no needless rebuilds.
+    set(copy COMMAND ${CMAKE_COMMAND} -E copy_if_different
+             ${LJPERF_EMITTER_SOURCES} "${src}/")
+    list(APPEND deps ${LJPERF_EMITTER_SOURCES})
+  endif()
   add_custom_command(
     OUTPUT ${outs}
+    ${copy}
     COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
             -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS}
-    DEPENDS ${tree_sources} ${ARG_EXTRA_DEPS}
+    DEPENDS ${deps}
     COMMENT "Building LuaJIT (${NAME}) in ${TREE}"
     VERBATIM)
   set(bin "${CMAKE_BINARY_DIR}/bin/${NAME}")

@@ -49,13 +49,13 @@ function(ljperf_apply_patch DEST)
                   WORKING_DIRECTORY "${DEST}"
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    # patch prints "patching file F" before the hunks of F; report the first failure.
+    # patch prints "checking file F" (dry run) before the hunks of F.
     set(file "?")
     set(why "${out}${err}")
     string(REPLACE "\n" ";" lines "${out}${err}")
     foreach(line IN LISTS lines)
-      if(line MATCHES "^patching file (.*)$")
-        set(file "${CMAKE_MATCH_1}")
+      if(line MATCHES "^(checking|patching) file (.*)$")
+        set(file "${CMAKE_MATCH_2}")
       elseif(line MATCHES "^(Hunk #[0-9]+ FAILED.*)$")
         set(why "${CMAKE_MATCH_1}")
         break()

@@ -1,0 +1,661 @@
+/*
+** ljperf glue: switches perf support on and off and describes the VM's code
+** to the emitter writers (perfmap.c, jitdump.c).
+**
+** What perf is told:
+** - every prototype: its bytecode range [bc, bc+4*sizebc+4) named
+**   NAME@CHUNK:LINE (name found from what its parent's bytecode does with
+**   the closure) or CHUNK:LINE, with lines for *return addresses*: address
+**   A maps to the line of the instruction at A-4. Bytecode addresses come
+**   from Lua frame records (ret = next PC) and from the PC register.
+** - every trace: its machine code named TRACE_N::CHUNK:LINE::OWNER (OWNER is
+**   the label of the prototype the trace starts in), lines from snapshots.
+** Activation: LUAJIT_PERF (unset, "" or "0": off; "1": everything; or a
+** comma list of map,jitdump,frames), jit.perf.start/stop/status, and
+** luaJIT_perf_start/stop/status for embedders. Everything here must leave
+** the program running: errors are reported once and switch parts off.
+*/
+
+#define lj_perf_c
+#define LUA_CORE
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "luajit.h"
+
+#include "lj_obj.h"
+#include "lj_bc.h"
+#include "lj_debug.h"
+#include "lj_jit.h"
+#include "lj_ir.h"
+#include "lj_dispatch.h"
+#include "lj_fprec.h"
+#include "lj_perf.h"
+#include "ljperf_emit.h"
+
+#define PERF_ALL	(LJ_PERF_MAP|LJ_PERF_JITDUMP|LJ_PERF_FRAMES)
+#define PERF_EMIT	(LJ_PERF_MAP|LJ_PERF_JITDUMP)
+#define PERF_NAMESZ	512	/* Longest symbol name; longer ones are cut. */
+
+/* -- Parts ---------------------------------------------------------------- */
+
+/* Parses "1", "0", "" or a comma list of map,jitdump,frames. Returns -1 and
+** the first bad word in BAD for anything else.
+*/
+static int perf_parse(const char *s, unsigned *mask, char *bad, size_t badsz)
+{
+  *mask = 0;
+  if (!s || !*s || !strcmp(s, "0")) return 0;
+  if (!strcmp(s, "1") || !strcmp(s, "all")) { *mask = PERF_ALL; return 0; }
+  while (*s) {
+    size_t n = strcspn(s, ",");
+    if (n == 3 && !strncmp(s, "map", 3)) *mask |= LJ_PERF_MAP;
+    else if (n == 7 && !strncmp(s, "jitdump", 7)) *mask |= LJ_PERF_JITDUMP;
+    else if (n == 6 && !strncmp(s, "frames", 6)) *mask |= LJ_PERF_FRAMES;
+    else if (n > 0) {
+      snprintf(bad, badsz, "%.*s", (int)(n > 40 ? 40 : n), s);
+      return -1;
+    }
+    s += n;
+    if (*s == ',') s++;
+  }
+  return 0;
+}
+
+static unsigned perf_writers(unsigned mask)
+{
+  return ((mask & LJ_PERF_MAP) ? LJP_MAP : 0) |
+	 ((mask & LJ_PERF_JITDUMP) ? LJP_JITDUMP : 0);
+}
+
+/* -- Names ---------------------------------------------------------------- */
+
+typedef struct PerfBuf { char *p; size_t n, sz; } PerfBuf;
+
+/* Appends LEN bytes of S, replacing what perf or folded stacks can't take. */
+static void pb_put(PerfBuf *b, const char *s, size_t len)
+{
+  while (len-- > 0 && b->n + 1 < b->sz) {
+    char c = *s++;
+    if (c == '(' || c == ')' || c == ';' || (unsigned char)c <= ' ' || c == 127)
+      c = '_';
+    b->p[b->n++] = c;
+  }
+  b->p[b->n] = '\0';
+}
+
+static void pb_str(PerfBuf *b, const char *s) { pb_put(b, s, strlen(s)); }
+
+static void pb_int(PerfBuf *b, long v)
+{
+  char tmp[24];
+  snprintf(tmp, sizeof(tmp), "%ld", v);
+  pb_str(b, tmp);
+}
+
+/* Readable, safe chunk name: "@path" -> path, "=name" -> name, source text
+** (load("...")) -> string_<hash of the text>. No ':' (labels end in :LINE,
+** trace names are split at "::").
+*/
+static void pb_chunk(PerfBuf *b, GCproto *pt)
+{
+  GCstr *cs = proto_chunkname(pt);
+  const char *s = strdata(cs);
+  size_t len = cs->len;
+  if (len > 0 && (s[0] == '@' || s[0] == '=')) {
+    size_t n0 = b->n;
+    s++; len--;
+    if (len >= 2 && s[0] == '.' && s[1] == '/') { s += 2; len -= 2; }
+    if (len >= 2 && ((s[0] == '(' && s[len-1] == ')') ||
+		     (s[0] == '[' && s[len-1] == ']'))) { s++; len -= 2; }
+    if (len == 0) pb_str(b, "?");
+    else pb_put(b, s, len);
+    for (; n0 < b->n; n0++)
+      if (b->p[n0] == ':') b->p[n0] = '_';
+  } else {
+    uint32_t h = 2166136261u;  /* FNV-1a. */
+    char tmp[24];
+    while (len-- > 0) h = (h ^ (uint8_t)*s++) * 16777619u;
+    snprintf(tmp, sizeof(tmp), "string_%08x", h);
+    pb_str(b, tmp);
+  }
+}
+
+static GCstr *kstr(GCproto *pt, BCReg idx)
+{
+  return gco2str(proto_kgc(pt, ~(ptrdiff_t)idx));
+}
+
+/* Appends the name of the value in SLOT before instruction PC, following
+** how it was loaded (local, global, field path, upvalue). 0 if unknown.
+*/
+static int pb_slot(PerfBuf *b, GCproto *pt, BCPos pc, BCReg slot, int depth)
+{
+  const BCIns *bc = proto_bc(pt);
+  const char *name;
+  const char *kind = depth > 0 ? lj_debug_slotname(pt, bc + pc, slot, &name) :
+		     NULL;
+  if (kind && (!strcmp(kind, "local") || !strcmp(kind, "global") ||
+	       !strcmp(kind, "upvalue"))) {
+    pb_str(b, name);
+    return 1;
+  }
+  if (kind) {  /* Field or method: find the load to name its table, too. */
+    BCPos p = pc;
+    while (p-- > 1) {
+      BCIns ins = bc[p];
+      if (bcmode_a(bc_op(ins)) == BCMdst && bc_a(ins) == slot) {
+	if (bc_op(ins) == BC_MOV) { slot = bc_d(ins); continue; }
+	if (bc_op(ins) == BC_TGETS) {
+	  size_t n0 = b->n;
+	  if (pb_slot(b, pt, p, bc_b(ins), depth-1)) pb_str(b, ".");
+	  else b->n = n0;
+	  pb_str(b, strdata(kstr(pt, bc_c(ins))));
+	  return 1;
+	}
+	break;
+      }
+    }
+    pb_str(b, name);
+    return 1;
+  }
+  return 0;
+}
+
+/* Is the first parameter named self (function a:m() adds it)? */
+static int perf_isself(GCproto *child)
+{
+  const char *name = NULL;
+  const char *kind = child->numparams > 0 ?
+    lj_debug_slotname(child, proto_bc(child) + 1, 0, &name) : NULL;
+  return kind && !strcmp(kind, "local") && !strcmp(name, "self");
+}
+
+/* Appends the name the closure made by FNEW at PC gets: the variable,
+** global or field it is stored into. 0 if anonymous.
+*/
+static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
+{
+  const BCIns *bc = proto_bc(pt);
+  BCReg a = bc_a(bc[pc]);
+  if (pc + 1 < pt->sizebc) {
+    BCIns ins = bc[pc+1];
+    switch (bc_op(ins)) {
+    case BC_GSET:
+      if (bc_a(ins) == a) { pb_str(b, strdata(kstr(pt, bc_d(ins)))); return 1; }
+      break;
+    case BC_TSETS:
+      if (bc_a(ins) == a) {
+	size_t n0 = b->n;
+	if (pb_slot(b, pt, pc + 1, bc_b(ins), 3))
+	  pb_str(b, perf_isself(child) ? ":" : ".");
+	else
+	  b->n = n0;
+	pb_str(b, strdata(kstr(pt, bc_c(ins))));
+	return 1;
+      }
+      break;
+    case BC_MOV:
+      if (bc_d(ins) == a) return pb_slot(b, pt, pc + 2, bc_a(ins), 1);
+      break;
+    case BC_USETV:
+      if (bc_d(ins) == a) {
+	pb_str(b, lj_debug_uvname(pt, bc_a(ins)));
+	return 1;
+      }
+      break;
+    default:
+      break;
+    }
+  }
+  /* local function f / local f = function: FNEW into a named local. */
+  return pc + 1 < pt->sizebc ? pb_slot(b, pt, pc + 1, a, 1) : 0;
+}
+
+/* Label of a prototype: [NAME@]CHUNK:LINE. NAME may be NULL. */
+static void pb_label(PerfBuf *b, GCproto *pt, const char *name)
+{
+  if (name && *name) { pb_str(b, name); pb_str(b, "@"); }
+  pb_chunk(b, pt);
+  pb_str(b, ":");
+  pb_int(b, (long)pt->firstline);
+}
+
+/* -- Names of described prototypes ---------------------------------------- */
+
+/* Prototype address -> name its parent gave it, for naming traces later.
+** An entry counts only while chunk, first line and size still match (the
+** address may have been reused). Process-wide, for all lua_States.
+*/
+typedef struct PerfName {
+  const void *pt, *chunk;
+  BCLine firstline;
+  MSize sizebc;
+  char *name;
+} PerfName;
+
+static struct { PerfName *v; size_t mask, n; } names;
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static PerfName *names_slot(const void *pt)
+{
+  size_t i = ((uintptr_t)pt >> 4) & names.mask;
+  while (names.v[i].pt && names.v[i].pt != pt) i = (i + 1) & names.mask;
+  return &names.v[i];
+}
+
+static void names_put(GCproto *pt, const char *name)
+{
+  pthread_mutex_lock(&names_lock);
+  if (2*(names.n + 1) > names.mask) {  /* Grow (or create) the table. */
+    size_t i, mask = names.mask ? 2*names.mask + 1 : 255;
+    PerfName *old = names.v, *v = (PerfName *)calloc(mask + 1, sizeof(*v));
+    size_t oldn = old ? names.mask + 1 : 0;
+    if (!v) goto out;
+    names.v = v; names.mask = mask;
+    for (i = 0; i < oldn; i++)
+      if (old[i].pt) *names_slot(old[i].pt) = old[i];
+    free(old);
+  }
+  {
+    PerfName *e = names_slot(pt);
+    char *copy = strdup(name);
+    if (!copy) goto out;
+    if (!e->pt) names.n++;
+    free(e->name);
+    e->pt = pt;
+    e->chunk = gcref(pt->chunkname);
+    e->firstline = pt->firstline;
+    e->sizebc = pt->sizebc;
+    e->name = copy;
+  }
+out:
+  pthread_mutex_unlock(&names_lock);
+}
+
+/* Copies the name of PT into BUF (empty if unknown). */
+static void names_get(GCproto *pt, char *buf, size_t sz)
+{
+  buf[0] = '\0';
+  pthread_mutex_lock(&names_lock);
+  if (names.v) {
+    PerfName *e = names_slot(pt);
+    if (e->pt && e->chunk == gcref(pt->chunkname) &&
+	e->firstline == pt->firstline && e->sizebc == pt->sizebc)
+      snprintf(buf, sz, "%s", e->name);
+  }
+  pthread_mutex_unlock(&names_lock);
+}
+
+/* -- Describing code ------------------------------------------------------ */
+
+/* Line table scratch space, grown as needed (malloc: never a Lua error). */
+typedef struct PerfLines { LJPLine *v; size_t n, sz; } PerfLines;
+
+static int pl_add(PerfLines *pl, uint64_t addr, uint32_t line, const char *file)
+{
+  if (pl->n && pl->v[pl->n-1].line == line && pl->v[pl->n-1].file == file)
+    return 1;
+  if (pl->n == pl->sz) {
+    size_t sz = pl->sz ? 2*pl->sz : 64;
+    LJPLine *v = (LJPLine *)realloc(pl->v, sz*sizeof(LJPLine));
+    if (!v) return 0;
+    pl->v = v; pl->sz = sz;
+  }
+  pl->v[pl->n].addr = addr;
+  pl->v[pl->n].line = line;
+  pl->v[pl->n].file = file;
+  pl->n++;
+  return 1;
+}
+
+static void perf_proto(GCproto *pt, const char *name)
+{
+  char nbuf[PERF_NAMESZ], fbuf[PERF_NAMESZ];
+  PerfBuf nb = { nbuf, 0, sizeof(nbuf) }, fb = { fbuf, 0, sizeof(fbuf) };
+  PerfLines pl = { NULL, 0, 0 };
+  uint64_t bc = (uint64_t)(uintptr_t)proto_bc(pt);
+  uint64_t size = 4*(uint64_t)pt->sizebc + 4;  /* PCs point after an ins. */
+  nbuf[0] = fbuf[0] = '\0';
+  if (name && *name) names_put(pt, name);
+  pb_label(&nb, pt, name);
+  pb_chunk(&fb, pt);
+  if (proto_lineinfo(pt)) {
+    BCPos i;
+    int ok = pl_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
+    for (i = 0; ok && i < pt->sizebc; i++)
+      ok = pl_add(&pl, bc + 4*(uint64_t)(i+1),
+		  (uint32_t)lj_debug_line(pt, i), fbuf);
+    if (!ok) pl.n = 0;
+  }
+  ljp_emit_load(bc, size, nbuf, NULL, pl.v, pl.n);
+  free(pl.v);
+}
+
+/* Describes the children of PT, named after what PT does with them. */
+static void perf_children(GCproto *pt)
+{
+  BCPos pc;
+  if (!(pt->flags & PROTO_CHILD)) return;
+  for (pc = 0; pc < pt->sizebc; pc++) {
+    BCIns ins = proto_bc(pt)[pc];
+    if (bc_op(ins) == BC_FNEW) {
+      GCproto *child = gco2pt(proto_kgc(pt, ~(ptrdiff_t)bc_d(ins)));
+      char buf[PERF_NAMESZ];
+      PerfBuf b = { buf, 0, sizeof(buf) };
+      buf[0] = '\0';
+      if (!pb_fnewname(&b, pt, pc, child)) buf[0] = '\0';
+      perf_proto(child, buf);
+      perf_children(child);
+    }
+  }
+}
+
+/* Prototype that contains PC among the frames of snapshot SN of trace T. */
+static GCproto *perf_snappt(GCtrace *T, SnapShot *snap, const BCIns *pc)
+{
+  SnapEntry *map = &T->snapmap[snap->mapofs];
+  GCproto *pt = gco2pt(gcref(T->startpt));
+  MSize n;
+  for (n = 0; n < snap->nent; n++)
+    if ((map[n] & SNAP_FRAME)) {
+      IRIns *ir = &T->ir[snap_ref(map[n])];
+      if (irref_isk(snap_ref(map[n])) && ir->o == IR_KGC) {
+	GCobj *o = ir_kgc(ir);
+	if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn))
+	  pt = funcproto(&o->fn);
+      }
+    }
+  if (pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc) return pt;
+  pt = gco2pt(gcref(T->startpt));
+  if (pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc) return pt;
+  return NULL;
+}
+
+static void perf_trace(GCtrace *T)
+{
+  GCproto *pt = gco2pt(gcref(T->startpt));
+  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ];
+  PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
+  PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
+  PerfLines pl = { NULL, 0, 0 };
+  /* Files of line entries must stay valid until the load is written. */
+  char files[8][PERF_NAMESZ];
+  GCproto *filept[8];
+  int nfiles = 0, ok = 1;
+  SnapNo i;
+  uint64_t mc = (uint64_t)(uintptr_t)T->mcode;
+  const BCIns *startpc = mref(T->startpc, const BCIns);
+  char pname[PERF_NAMESZ];
+  nbuf[0] = ownbuf[0] = '\0';
+  names_get(pt, pname, sizeof(pname));
+  pb_label(&ob, pt, pname);
+  pb_str(&nb, "TRACE_");
+  pb_int(&nb, (long)T->traceno);
+  pb_str(&nb, "::");
+  pb_chunk(&nb, pt);
+  pb_str(&nb, ":");
+  pb_int(&nb, (long)lj_debug_line(pt, proto_bcpos(pt, startpc)));
+  pb_str(&nb, "::");
+  pb_str(&nb, ownbuf);
+  for (i = 0; ok && i < T->nsnap; i++) {
+    SnapShot *snap = &T->snap[i];
+    const BCIns *pc = snap_pc(&T->snapmap[snap->mapofs + snap->nent]);
+    GCproto *spt = perf_snappt(T, snap, pc);
+    int f;
+    if (!spt) continue;
+    for (f = 0; f < nfiles && filept[f] != spt; f++) ;
+    if (f == nfiles) {
+      if (nfiles == 8) continue;
+      {
+	PerfBuf fb = { files[f], 0, PERF_NAMESZ };
+	files[f][0] = '\0';
+	pb_chunk(&fb, spt);
+      }
+      filept[nfiles++] = spt;
+    }
+#ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
+    ok = pl_add(&pl, mc + (i ? snap->mcofs : 0),
+		(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)), files[f]);
+#else  /* Older LuaJIT (e.g. Tarantool's): the start line only. */
+    ok = i ? 1 : pl_add(&pl, mc,
+			(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)),
+			files[f]);
+#endif
+  }
+  if (!ok) pl.n = 0;
+  ljp_emit_load(mc, T->szmcode, nbuf, NULL, pl.v, pl.n);
+  free(pl.v);
+}
+
+/* Pointer set (open addressing) of prototypes that have a live parent. */
+typedef struct PerfSet { void **v; size_t mask; } PerfSet;
+
+static void ps_add(PerfSet *ps, void *p)
+{
+  size_t i = ((uintptr_t)p >> 4) & ps->mask;
+  while (ps->v[i] && ps->v[i] != p) i = (i + 1) & ps->mask;
+  ps->v[i] = p;
+}
+
+static int ps_has(PerfSet *ps, void *p)
+{
+  size_t i = ((uintptr_t)p >> 4) & ps->mask;
+  while (ps->v[i]) {
+    if (ps->v[i] == p) return 1;
+    i = (i + 1) & ps->mask;
+  }
+  return 0;
+}
+
+/* Describes every live prototype and trace of G (start, fork). Prototypes
+** with a parent are described (and named) from their parent.
+*/
+static void perf_all(global_State *g)
+{
+  GCobj *o;
+  size_t n = 0;
+  PerfSet ps;
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TPROTO) n++;
+  for (ps.mask = 15; ps.mask < 2*n; ps.mask = 2*ps.mask + 1) ;
+  ps.v = (void **)calloc(ps.mask + 1, sizeof(void *));
+  for (o = gcref(g->gc.root); ps.v && o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TPROTO && (gco2pt(o)->flags & PROTO_CHILD)) {
+      GCproto *pt = gco2pt(o);
+      BCPos pc;
+      for (pc = 0; pc < pt->sizebc; pc++)
+	if (bc_op(proto_bc(pt)[pc]) == BC_FNEW)
+	  ps_add(&ps, proto_kgc(pt, ~(ptrdiff_t)bc_d(proto_bc(pt)[pc])));
+    }
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TPROTO && !(ps.v && ps_has(&ps, o))) {
+      perf_proto(gco2pt(o), NULL);
+      perf_children(gco2pt(o));
+    }
+  free(ps.v);
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
+      perf_trace(gco2trace(o));
+}
+
+/* Starts a batch of descriptions: handles a fork (describe everything for
+** the child's new files). Returns 0 if nothing is open any more.
+*/
+static int perf_begin(global_State *g)
+{
+  int fresh = 0;
+  if (!ljp_emit_begin(&fresh)) return 0;
+  if (fresh) perf_all(g);
+  return 1;
+}
+
+void lj_perf_chunk(lua_State *L, GCproto *pt)
+{
+  global_State *g = G(L);
+  if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
+  perf_proto(pt, NULL);
+  perf_children(pt);
+}
+
+void lj_perf_trace(jit_State *J, GCtrace *T)
+{
+  global_State *g = J2G(J);
+  if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
+  perf_trace(T);
+}
+
+/* -- Switching ------------------------------------------------------------ */
+
+/* Turns on the parts in MASK for L's universe. Returns the parts that
+** failed to start.
+*/
+static unsigned perf_start(lua_State *L, unsigned mask)
+{
+  global_State *g = G(L);
+  unsigned failed = 0, emit = mask & PERF_EMIT;
+  if (emit) {
+    unsigned open = ljp_emit_open(perf_writers(emit), NULL);
+    unsigned got = ((open & LJP_MAP) ? LJ_PERF_MAP : 0) |
+		   ((open & LJP_JITDUMP) ? LJ_PERF_JITDUMP : 0);
+    unsigned had = g->perfmask & PERF_EMIT;
+    failed |= emit & ~got;
+    g->perfmask |= emit & got;
+    if ((g->perfmask & PERF_EMIT) & ~had) {  /* New output: describe all. */
+      int fresh;
+      ljp_emit_begin(&fresh);
+      perf_all(g);
+    }
+  }
+  if ((mask & LJ_PERF_FRAMES)) {
+    if (lj_fprec_start(L)) g->perfmask |= LJ_PERF_FRAMES;
+    else failed |= LJ_PERF_FRAMES;
+  }
+  return failed;
+}
+
+static void perf_stop(lua_State *L, unsigned mask)
+{
+  global_State *g = G(L);
+  if ((mask & LJ_PERF_FRAMES)) lj_fprec_stop(L);
+  g->perfmask &= ~mask;
+}
+
+static unsigned perf_status(global_State *g)
+{
+  unsigned mask = g->perfmask & PERF_EMIT;
+  int fresh = 0;
+  unsigned open = mask ? ljp_emit_begin(&fresh) : 0;
+  if (fresh) perf_all(g);
+  if (!(open & LJP_MAP)) mask &= ~LJ_PERF_MAP;
+  if (!(open & LJP_JITDUMP)) mask &= ~LJ_PERF_JITDUMP;
+  if (g->fprec_on) mask |= LJ_PERF_FRAMES;
+  return mask;
+}
+
+void lj_perf_init(lua_State *L)
+{
+  unsigned mask;
+  char bad[48];
+  const char *env = getenv("LUAJIT_PERF");
+  if (perf_parse(env, &mask, bad, sizeof(bad)) < 0) {
+    fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' "
+		    "(use 1 or a comma list of map,jitdump,frames)\n", bad);
+    return;
+  }
+  if (mask && (mask = perf_start(L, mask)) != 0 && (mask & LJ_PERF_FRAMES))
+    fputs("ljperf: Lua frame recording could not start\n", stderr);
+}
+
+void lj_perf_close(global_State *g)
+{
+  g->perfmask = 0;
+}
+
+/* -- C API ---------------------------------------------------------------- */
+
+LUA_API int luaJIT_perf_start(lua_State *L, const char *what)
+{
+  unsigned mask;
+  char bad[48];
+  if (perf_parse(what ? what : "1", &mask, bad, sizeof(bad)) < 0) return -1;
+  return perf_start(L, mask) ? -1 : 0;
+}
+
+LUA_API int luaJIT_perf_stop(lua_State *L, const char *what)
+{
+  unsigned mask;
+  char bad[48];
+  if (perf_parse(what ? what : "1", &mask, bad, sizeof(bad)) < 0) return -1;
+  perf_stop(L, mask);
+  return 0;
+}
+
+LUA_API int luaJIT_perf_status(lua_State *L)
+{
+  return (int)perf_status(G(L));
+}
+
+/* -- Lua API: require "jit.perf" ------------------------------------------ */
+
+static unsigned perf_argparts(lua_State *L)
+{
+  unsigned mask;
+  char bad[48];
+  const char *what = luaL_optstring(L, 1, "1");
+  if (perf_parse(what, &mask, bad, sizeof(bad)) < 0)
+    luaL_error(L, "unknown part '%s' (use a comma list of map,jitdump,frames)",
+	       bad);
+  return mask;
+}
+
+static int perf_lstart(lua_State *L)
+{
+  unsigned failed = perf_start(L, perf_argparts(L));
+  if (failed) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "could not start:%s%s%s",
+		    (failed & LJ_PERF_MAP) ? " map" : "",
+		    (failed & LJ_PERF_JITDUMP) ? " jitdump" : "",
+		    (failed & LJ_PERF_FRAMES) ? " frames" : "");
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int perf_lstop(lua_State *L)
+{
+  perf_stop(L, perf_argparts(L));
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int perf_lstatus(lua_State *L)
+{
+  unsigned mask = perf_status(G(L));
+  lua_createtable(L, 0, 3);
+  lua_pushboolean(L, (mask & LJ_PERF_MAP) != 0);
+  lua_setfield(L, -2, "map");
+  lua_pushboolean(L, (mask & LJ_PERF_JITDUMP) != 0);
+  lua_setfield(L, -2, "jitdump");
+  lua_pushboolean(L, (mask & LJ_PERF_FRAMES) != 0);
+  lua_setfield(L, -2, "frames");
+  return 1;
+}
+
+int luaopen_jit_perf(lua_State *L)
+{
+  static const luaL_Reg funcs[] = {
+    { "start", perf_lstart }, { "stop", perf_lstop },
+    { "status", perf_lstatus }, { NULL, NULL }
+  };
+  lua_createtable(L, 0, 3);
+  luaL_register(L, NULL, funcs);
+  return 1;
+}

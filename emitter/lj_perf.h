@@ -1,0 +1,22 @@
+/*
+** ljperf hooks called by the patched LuaJIT VM (implemented in lj_perf.c).
+** Compiled inside LuaJIT's src/ directory: the build copies emitter/ there.
+*/
+#ifndef LJ_PERF_H
+#define LJ_PERF_H
+
+#include "lj_obj.h"
+#include "lj_jit.h"
+
+/* What a global_State describes to perf (global_State.perfmask). */
+#define LJ_PERF_MAP	1u	/* /tmp/perf-PID.map lines. */
+#define LJ_PERF_JITDUMP	2u	/* jitdump records. */
+#define LJ_PERF_FRAMES	4u	/* Lua frame records (lj_fprec.c). */
+
+LJ_FUNC void lj_perf_init(lua_State *L);	/* End of lua_newstate. */
+LJ_FUNC void lj_perf_close(global_State *g);	/* Start of lua_close. */
+LJ_FUNC void lj_perf_chunk(lua_State *L, GCproto *pt);  /* Chunk loaded. */
+LJ_FUNC void lj_perf_trace(jit_State *J, GCtrace *T);	 /* Trace saved. */
+LJ_FUNC int luaopen_jit_perf(lua_State *L);	/* require "jit.perf" */
+
+#endif

@@ -1,0 +1,185 @@
+/*
+** ljperf emitter: private helpers shared by perfmap.c and jitdump.c.
+** Not part of the API (see ljperf_emit.h).
+**
+** Locking: one process-wide mutex (ljp_lock, in perfmap.c) serialises every
+** API call; all ljp_map_* / ljp_jd_* functions run with it held.
+** Fork: state belongs to ljp_owner (the pid that opened the files). A call
+** from another pid first "abandons" the inherited outputs: it closes the
+** fds and unmaps without writing a byte, then opens files for the new pid.
+*/
+#ifndef LJPERF_EMIT_COMMON_H
+#define LJPERF_EMIT_COMMON_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "ljperf_emit.h"
+
+#define LJP_HIDDEN __attribute__((visibility("hidden")))
+
+/* -- Diagnostics ---------------------------------------------------------- */
+
+/* Prints "ljperf: <what>: <path>: <why>\n" with one write(2) to stderr.
+** No stdio: safe with the lock held and never buffered. */
+static inline void ljp_report(const char *what, const char *path,
+			      const char *why)
+{
+  char line[PATH_MAX + 256];
+  int n = snprintf(line, sizeof(line), "ljperf: %s: %s: %s\n", what, path, why);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof(line)) { n = sizeof(line) - 1; line[n - 1] = '\n'; }
+  ssize_t r = write(2, line, (size_t)n);
+  (void)r;
+}
+
+static inline const char *ljp_strerror(int err, char *buf, size_t len)
+{
+  return strerror_r(err, buf, len);  /* GNU variant: returns the message */
+}
+
+/* -- Files ---------------------------------------------------------------- */
+
+/* Creates PATH (ACC: O_WRONLY or O_RDWR; mode 0644, close-on-exec). Never follows a
+** symlink and never reuses a file owned by another uid. A regular file we
+** own (stale: an earlier process with the same pid) is unlinked and
+** created afresh. On failure returns -1 and sets *why (static string) or,
+** if *why is NULL, errno. */
+static inline int ljp_create(const char *path, int acc, const char **why)
+{
+  *why = NULL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int fd = open(path, acc | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      (void)fchmod(fd, 0644);  /* ignore the umask: perf must read it */
+      return fd;
+    }
+    if (errno != EEXIST) return -1;
+    struct stat st;
+    if (lstat(path, &st) < 0) continue;  /* vanished meanwhile: retry */
+    if (S_ISLNK(st.st_mode)) { *why = "refusing to follow a symlink"; return -1; }
+    if (!S_ISREG(st.st_mode)) { *why = "exists and is not a regular file"; return -1; }
+    if (st.st_uid != geteuid()) { *why = "exists and is owned by another user"; return -1; }
+    if (unlink(path) < 0) return -1;  /* ours and stale: replace it */
+  }
+  *why = "file keeps reappearing";
+  return -1;
+}
+
+/* Reopens PATH (ACC as above) for appending if it is still the very file (DEV, INO) this
+** process created; otherwise returns -1 (caller then creates afresh). */
+static inline int ljp_reopen(const char *path, int acc, dev_t dev, ino_t ino)
+{
+  int fd = open(path, acc | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) < 0 || st.st_dev != dev || st.st_ino != ino ||
+      !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      lseek(fd, 0, SEEK_END) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Writes IOV completely. Normally one writev(2); a short write (signal,
+** disk nearly full) is continued so the real errno surfaces. Returns 0, or
+** -1 with errno set. IOV is consumed. */
+static inline int ljp_writev_all(int fd, struct iovec *iov, int n)
+{
+  while (n > 0) {
+    ssize_t w = writev(fd, iov, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (w == 0) { errno = EIO; return -1; }
+    while (n > 0 && (size_t)w >= iov->iov_len) { w -= iov->iov_len; iov++; n--; }
+    if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= w; }
+  }
+  return 0;
+}
+
+/* -- Growable byte buffer (allocation failure is reported, never fatal) --- */
+
+typedef struct LJPBuf { char *p; size_t len, cap; } LJPBuf;
+
+static inline int ljp_buf_reserve(LJPBuf *b, size_t extra)
+{
+  if (b->len + extra <= b->cap) return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra) {
+    if (cap > SIZE_MAX / 2) return -1;
+    cap *= 2;
+  }
+  char *p = realloc(b->p, cap);
+  if (!p) return -1;
+  b->p = p; b->cap = cap;
+  return 0;
+}
+
+static inline void ljp_buf_free(LJPBuf *b)
+{
+  free(b->p);
+  b->p = NULL; b->len = b->cap = 0;
+}
+
+/* -- Names ---------------------------------------------------------------- */
+
+/* Appends NAME (NUL-terminated) to B with whitespace, control characters,
+** '(' and ';' replaced by '_' (perf map and folded-stack safety). */
+static inline int ljp_buf_name(LJPBuf *b, const char *name)
+{
+  if (!name || !*name) name = "anon";
+  size_t n = strlen(name);
+  if (ljp_buf_reserve(b, n + 1) < 0) return -1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    b->p[b->len++] = (c <= ' ' || c == 0x7f || c == '(' || c == ';') ? '_' : (char)c;
+  }
+  b->p[b->len++] = '\0';
+  return 0;
+}
+
+/* FNV-1a, 64 bit: hashing for dedup sets (not security relevant). */
+static inline uint64_t ljp_hash(uint64_t h, const void *p, size_t n)
+{
+  const unsigned char *s = p;
+  while (n--) { h ^= *s++; h *= 0x100000001b3ull; }
+  return h;
+}
+#define LJP_HASH_SEED 0xcbf29ce484222325ull
+
+/* -- Writers (called with ljp_lock held, pid already checked) ------------- */
+
+/* perfmap.c. open: 0 ok / -1 failed (message printed, output disabled
+** for this pid). abandon: close without writing (inherited after fork). */
+LJP_HIDDEN int ljp_map_open(pid_t pid);
+LJP_HIDDEN int ljp_map_isopen(void);
+LJP_HIDDEN void ljp_map_load(uint64_t addr, uint64_t size, const char *name);
+LJP_HIDDEN void ljp_map_close(void);
+LJP_HIDDEN void ljp_map_abandon(void);
+
+/* jitdump.c, same conventions. DIR is already resolved (never NULL). */
+LJP_HIDDEN int ljp_jd_open(pid_t pid, const char *dir);
+LJP_HIDDEN int ljp_jd_isopen(void);
+LJP_HIDDEN void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
+			    const void *bytes, const LJPLine *lines, size_t nlines);
+LJP_HIDDEN void ljp_jd_close(void);
+LJP_HIDDEN void ljp_jd_abandon(void);
+
+#endif

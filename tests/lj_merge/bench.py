@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""lj_merge speed benchmark: prints input lines per second.
+
+usage: bench.py [--runs N] [--min-lines N] [--args "LJ_MERGE ARGS"] [FILE...]
+
+With FILEs (perf script text, e.g. `perf script > big.txt`), each is
+processed as is. Without, a >= --min-lines (default 1.2M) input is built in
+a temporary file from the real captures in fixtures/ (fakevm-rawF.txt:
+no inject, uregs, so the jitdump fallback and BX paths run; fakevm-inject.txt;
+cstack.txt), their samples repeated with increasing timestamps.
+
+lj_merge runs as a subprocess (the installed CLI, output to /dev/null);
+the best of --runs runs is reported, as wall-clock and as CPU time of the
+child (user+sys; the machine may be shared). The target is >= 1M lines/s.
+
+A real large capture (1.26M lines, root): build capture/fakevm.c, then
+  perf record -k mono -g --call-graph fp --user-regs=bx -F 10000 -o p.data \
+      ./fakevm 2.4 $PWD
+  perf script -i p.data > raw.txt
+  perf script -i p.data -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs > rawF.txt
+  perf inject --jit -i p.data -o j.data && perf script -i j.data > inject.txt
+  bench.py --args "--jitdump $PWD" raw.txt inject.txt
+  bench.py --args "--lines --jit-tag --tid --jitdump $PWD" rawF.txt"""
+import argparse
+import os
+import resource
+import subprocess
+import sys
+
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"     # no __pycache__ in the source tree
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures")
+LJ_MERGE = os.environ.get("LJ_MERGE",
+                          os.path.join(HERE, "..", "..", "perf-script", "lj_merge.py"))
+
+
+def samples(path):
+    """Splits perf script text into samples (lists of lines incl. header)."""
+    out, cur = [], None
+    with open(path) as f:
+        for ln in f:
+            if not ln.strip():
+                if cur:
+                    out.append(cur)
+                cur = None
+            elif ln[0] not in " \t":
+                if cur:
+                    out.append(cur)
+                cur = [ln]
+            elif cur is not None:
+                cur.append(ln)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def shift_time(header, dt):
+    toks = header.split(" ")
+    for i, t in enumerate(toks):
+        if t.endswith(":") and "." in t and t[:-1].replace(".", "").isdigit():
+            a, b = t[:-1].split(".")
+            us = int(a) * 1000000 + int(b) + dt
+            toks[i] = "%d.%06d:" % divmod(us, 1000000)
+            break
+    return " ".join(toks)
+
+
+def build_input(min_lines, fd):
+    parts = [samples(os.path.join(FIX, n))
+             for n in ("fakevm-rawF.txt", "fakevm-inject.txt", "cstack.txt")]
+    n = 0
+    rnd = 0
+    with os.fdopen(fd, "w") as out:
+        while n < min_lines:
+            for ss in parts:
+                for s in ss:
+                    out.write(shift_time(s[0], rnd * 10000000))
+                    out.writelines(s[1:])
+                    n += len(s)
+                    if not s[-1].startswith(" ABI"):
+                        out.write("\n")
+                        n += 1
+            rnd += 1
+    return n
+
+
+def count_lines(path):
+    n = 0
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                return n
+            n += b.count(b"\n")
+
+
+def bench(path, args, runs):
+    lines = count_lines(path)
+    best = None
+    for _ in range(runs):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, LJ_MERGE] + args + [path],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        if p.returncode != 0:
+            sys.exit("lj_merge failed (%d): %s" % (p.returncode, p.stderr.decode()))
+        if best is None or wall < best[0]:
+            best = (wall, cpu)
+    wall, cpu = best
+    print("%s: %d lines, wall %.2f s = %.0f lines/s, cpu %.2f s = %.0f lines/s%s"
+          % (os.path.basename(path), lines, wall, lines / wall, cpu, lines / cpu,
+             "  [args: %s]" % " ".join(args) if args else ""))
+    return lines / wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--min-lines", type=int, default=1200000)
+    ap.add_argument("--args", default=None,
+                    help="lj_merge arguments (default: --jitdump fixtures/fakevm "
+                         "for the built input, none for FILEs)")
+    o = ap.parse_args()
+    if o.files:
+        args = o.args.split() if o.args else []
+        for f in o.files:
+            bench(f, args, o.runs)
+        return
+    fd, path = tempfile.mkstemp(prefix="lj_merge_bench.", suffix=".txt")
+    try:
+        n = build_input(o.min_lines, fd)
+        print("built %s: %d lines from fixtures/" % (path, n))
+        args = (o.args.split() if o.args else
+                ["--jitdump", os.path.join(FIX, "fakevm")])
+        bench(path, args, o.runs)
+        bench(path, args + ["--lines", "--jit-tag", "--tid"], o.runs)
+    finally:
+        os.unlink(path)
+
+
+if __name__ == "__main__":
+    main()

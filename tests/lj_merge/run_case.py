@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Runs one lj_merge fixture case and compares its folded output.
+
+A case file (tests/lj_merge/cases/NAME.case):
+
+    # free comment: how the input was made, why these stacks
+    input: fakevm-raw.txt            (relative to tests/lj_merge/fixtures)
+    args: --lines --jitdump {fixtures}/fakevm
+    expect:
+    root;frame;...;leaf COUNT        (written by hand, any order)
+    ...
+
+{fixtures} expands to the fixtures directory. The case passes when
+lj_merge exits 0 and prints exactly the expected lines (order ignored).
+usage: run_case.py [--lj-merge PATH] CASE..."""
+import os
+import shlex
+import subprocess
+import sys
+
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"     # no __pycache__ in the source tree
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "fixtures")
+DEFAULT_LJ_MERGE = os.path.join(HERE, "..", "..", "perf-script", "lj_merge.py")
+
+
+def parse_case(path):
+    case = {"args": "", "expect": []}
+    with open(path) as f:
+        lines = f.read().splitlines()
+    in_expect = False
+    for ln in lines:
+        if in_expect:
+            if ln.strip() and not ln.startswith("#"):
+                case["expect"].append(ln.rstrip())
+            continue
+        if not ln.strip() or ln.startswith("#"):
+            continue
+        key, _, val = ln.partition(":")
+        key = key.strip()
+        if key == "expect":
+            in_expect = True
+        elif key in ("input", "args"):
+            case[key] = val.strip()
+        else:
+            raise SystemExit("%s: unknown key %r" % (path, key))
+    if "input" not in case:
+        raise SystemExit("%s: no input:" % path)
+    return case
+
+
+def run(lj_merge, path):
+    case = parse_case(path)
+    args = [a.replace("{fixtures}", FIXTURES) for a in shlex.split(case["args"])]
+    cmd = [sys.executable, lj_merge] + args + [os.path.join(FIXTURES, case["input"])]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    got = sorted(l for l in p.stdout.splitlines() if l.strip())
+    want = sorted(case["expect"])
+    name = os.path.basename(path)
+    if p.returncode != 0 or got != want:
+        print("FAIL %s (exit %d)\n  cmd: %s" % (name, p.returncode, " ".join(cmd)))
+        for l in want:
+            if l not in got:
+                print("  missing:    " + l)
+        for l in got:
+            if l not in want:
+                print("  unexpected: " + l)
+        if p.stderr:
+            print("  stderr: " + p.stderr.strip().replace("\n", "\n          "))
+        return False
+    print("ok   %s (%d stacks)" % (name, len(got)))
+    return True
+
+
+def main():
+    argv = sys.argv[1:]
+    lj = os.environ.get("LJ_MERGE", DEFAULT_LJ_MERGE)
+    if argv[:1] == ["--lj-merge"]:
+        lj = argv[1]
+        argv = argv[2:]
+    if not argv:
+        argv = sorted(os.path.join(HERE, "cases", n)
+                      for n in os.listdir(os.path.join(HERE, "cases")) if n.endswith(".case"))
+    ok = all([run(lj, c) for c in argv])
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,636 @@
+#!/usr/bin/env python3
+"""Unit, robustness and jitdump-fallback tests for perf-script/lj_merge.py.
+
+Run: python3 tests/lj_merge/test_lj_merge.py [-v] [TestClass[.test]]
+The lj_merge under test is $LJ_MERGE (e.g. build/bin/lj_merge) or
+perf-script/lj_merge.py. Synthetic inputs are perf script text written in
+perf 6.1's format (see fixtures/ for real captures) and jitdump files built
+byte by byte here with struct (independent of perf-script/jitdump.py).
+Expected stacks are written by hand from what each input describes."""
+import json
+import os
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True                  # no __pycache__ in the source tree
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"     # nor from the lj_merge children
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures")
+PERF_SCRIPT = os.path.normpath(os.path.join(HERE, "..", "..", "perf-script"))
+LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(PERF_SCRIPT, "lj_merge.py"))
+sys.path.insert(0, PERF_SCRIPT)
+
+import perfscript  # noqa: E402
+import lj_merge  # noqa: E402
+
+
+def run(args, stdin=None, timeout=120):
+    """Runs lj_merge; returns (exit status, stdout, stderr) as text."""
+    p = subprocess.run([sys.executable, LJ_MERGE] + list(args),
+                       input=stdin if stdin is None or isinstance(stdin, bytes)
+                       else stdin.encode(), capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def folded(text):
+    """{stack: count} of folded output."""
+    out = {}
+    for ln in text.splitlines():
+        s, _, n = ln.rpartition(" ")
+        out[s] = out.get(s, 0) + int(n)
+    return out
+
+
+# ---------------------------------------------------------------- perf text
+def header(comm, pid, tid, t_us, period=None, event="cpu-clock:pppH"):
+    """A header as `perf script -F comm,pid,tid,time,period,event,...` prints it."""
+    h = "%s %7d/%-7d %5d.%06d: " % (comm, pid, tid, t_us // 1000000, t_us % 1000000)
+    if period is not None:
+        h += "%10d " % period
+    if event:
+        h += "%s: " % event
+    return h
+
+
+def chain_line(addr, sym=None, off=None, dso=None):
+    s = "\t%16x" % addr
+    s += " " + (sym if sym else "[unknown]")
+    if sym and off is not None:
+        s += "+0x%x" % off
+    s += " (%s)" % (dso if dso else "[unknown]")
+    return s
+
+
+def sample(comm, pid, tid, t_us, frames, period=None, bx=None, event="cpu-clock:pppH"):
+    """One sample; FRAMES are (addr, sym, off, dso) leaf first. With BX a
+    register line ends it (no blank line, as with -F uregs)."""
+    lines = [header(comm, pid, tid, t_us, period, event)]
+    lines += [chain_line(*f) for f in frames]
+    if bx is not None:
+        lines.append(" ABI:2    BX:0x%x " % bx)
+    else:
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+EXE = "/usr/bin/luajit"
+HOST = [(0x1b4b, "lua_pcall", 9, EXE), (0x1c83, "main", 0x11f, EXE),
+        (0x2724a, "__libc_start_call_main", 0x7a, "/usr/lib/x86_64-linux-gnu/libc.so.6")]
+HOST_STACK = "__libc_start_call_main;main;lua_pcall"
+
+
+# ---------------------------------------------------------------- jitdump bytes
+class Dump:
+    """Builds a jitdump file (perf's format, little endian) record by record."""
+
+    def __init__(self, pid, ts=1):
+        self.pid = pid
+        self.buf = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid, ts, 0)
+        self.index = 0
+
+    def load(self, ts, addr, size, name, lines=None, tid=None, fname="app.lua"):
+        """CODE_LOAD (after its DEBUG_INFO when LINES = [(addr, line)])."""
+        if lines:
+            ents = b""
+            for a, ln in list(lines) + [(addr + size, lines[-1][1])]:
+                ents += struct.pack("<QII", a, ln, 0) + fname.encode() + b"\0"
+            body = struct.pack("<QQ", addr, len(lines) + 1) + ents
+            self.buf += struct.pack("<IIQ", 2, 16 + len(body), ts) + body
+        code = bytes((self.index * 7 + i) & 0xff for i in range(size))
+        body = struct.pack("<IIQQQQ", self.pid, tid or self.pid, addr, addr, size,
+                           self.index) + name.encode() + b"\0" + code
+        self.buf += struct.pack("<IIQ", 0, 16 + len(body), ts) + body
+        self.index += 1
+        return self
+
+    def write(self, d):
+        path = os.path.join(d, "jit-%d.dump" % self.pid)
+        with open(path, "wb") as f:
+            f.write(self.buf)
+        return path
+
+
+class TmpDir(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="lj_merge_test.")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, name, data=None):
+        p = os.path.join(self.tmp, name)
+        if data is not None:
+            with open(p, "wb" if isinstance(data, bytes) else "w") as f:
+                f.write(data)
+        return p
+
+    def merge(self, text, *args, rc=0):
+        """Runs lj_merge on TEXT with --jitdump TMP; returns {stack: count}."""
+        inp = self.path("in.txt", text)
+        code, out, err = run(["--jitdump", self.tmp] + list(args) + [inp])
+        self.assertEqual(code, rc, err)
+        self.assertNotIn("Traceback", err)
+        self.last_err = err
+        return folded(out)
+
+
+# ================================================================= parsing
+class Parsing(unittest.TestCase):
+    def test_default_header(self):
+        h = perfscript.parse_header("cstack  6251   832.171767:    5025125 cpu-clock:pppH: ")
+        self.assertEqual((h.comm, h.pid, h.tid, h.time, h.period, h.event),
+                         ("cstack", None, 6251, "832.171767", 5025125, "cpu-clock:pppH"))
+
+    def test_fields_header(self):
+        h = perfscript.parse_header("cstack  6251/6254    832.177065:    5025125 ")
+        self.assertEqual((h.comm, h.pid, h.tid, h.time, h.period, h.event),
+                         ("cstack", 6251, 6254, "832.177065", 5025125, None))
+
+    def test_comm_with_spaces_and_digits(self):
+        h = perfscript.parse_header("Web Content 2 1234/1240 [003] 10.000001: 1 cycles:u: ")
+        self.assertEqual((h.comm, h.pid, h.tid, h.period, h.event),
+                         ("Web Content 2", 1234, 1240, 1, "cycles:u"))
+        fast = perfscript.parse_header_fast(
+            "Web Content 3 1234/1241 [001] 10.000002: 7 cycles:u: ".split(), h.layout)
+        self.assertEqual(fast, ("Web Content 3", 1234, 1241, "10.000002", 7, "cycles:u"))
+
+    def test_no_time_no_period(self):
+        h = perfscript.parse_header("cs worker 26046 ")
+        self.assertEqual((h.comm, h.tid, h.time, h.period), ("cs worker", 26046, None, None))
+
+    def test_no_comm(self):
+        h = perfscript.parse_header("    6251/6251    832.171767: ")
+        self.assertEqual((h.comm, h.pid, h.tid, h.time), (None, 6251, 6251, "832.171767"))
+
+    def test_inline_ip_without_callchain(self):
+        h = perfscript.parse_header("x 5 1.000001: 10 cycles: 1234 foo+0x1 (/bin/x)")
+        self.assertEqual(h.rest, ["1234", "foo+0x1", "(/bin/x)"])
+
+    def test_not_headers(self):
+        for s in ("", "   ", "hello", "\x00\x01garbage"):
+            h = perfscript.parse_header(s)
+            self.assertTrue(h is None or (h.pid is None and h.tid is None), s)
+
+    def test_fast_rejects_other_layouts(self):
+        h = perfscript.parse_header("a 1/2 3.000004: 5 cpu-clock: ")
+        self.assertIsNone(perfscript.parse_header_fast(
+            "a 1/2 3.000004: 5 cpu-clock: 12 f (/x)".split(), h.layout))
+        self.assertIsNone(perfscript.parse_header_fast("a x/2 3.1: 5 e:".split(), h.layout))
+
+    def test_split_frame(self):
+        sf = perfscript.split_frame
+        self.assertEqual(sf("121e c+0x3d (/tmp/ljm/cstack)"), (0x121e, "c", 0x3d, "/tmp/ljm/cstack"))
+        self.assertEqual(sf("7f00 [unknown] ([unknown])"), (0x7f00, "[unknown]", None, "[unknown]"))
+        self.assertEqual(sf("121e c"), (0x121e, "c", None, None))
+        self.assertEqual(sf("10 std::vector<int, a>::push(int const&)+0x1a (/bin/x y)"),
+                         (0x10, "std::vector<int, a>::push(int const&)", 0x1a, "/bin/x y"))
+        self.assertEqual(sf("10 operator+=+0x2 (/x)"), (0x10, "operator+=", 2, "/x"))
+        self.assertEqual(sf("80 f@a.lua:3+0x4 (/tmp/jitted-5-1.so)"),
+                         (0x80, "f@a.lua:3", 4, "/tmp/jitted-5-1.so"))
+        self.assertIsNone(sf("zz foo"))
+
+    def test_regs(self):
+        ln = " ABI:2    BX:0x55d4b8daa4c8    DX:0x1 "
+        self.assertTrue(perfscript.is_reg_line(ln))
+        self.assertEqual(perfscript.parse_reg(ln, "BX"), 0x55d4b8daa4c8)
+        self.assertEqual(perfscript.parse_reg(ln, "DX"), 1)
+        self.assertIsNone(perfscript.parse_reg(" ABI:2 ", "BX"))
+
+    def test_time(self):
+        self.assertEqual(perfscript.time_to_ns("832.171767"), (832171767000, 1000))
+        self.assertEqual(perfscript.time_to_ns("832.171767123"), (832171767123, 1))
+
+
+class Naming(unittest.TestCase):
+    def test_builtins(self):
+        b = lj_merge.builtin_name
+        cases = {"lj_ff_string_byte": "string.byte", "lj_ff_math_sqrt": "math.sqrt",
+                 "lj_ff_coroutine_resume": "coroutine.resume",
+                 "lj_ff_coroutine_wrap_aux": "coroutine.wrap_aux",
+                 "lj_ffh_string_byte": "string.byte", "lj_cf_string_rep": "string.rep",
+                 "lj_ff_ipairs_aux": "ipairs_aux", "lj_ff_assert": "assert",
+                 "lj_cf_print": "print", "lj_cf_io_method_write": "file:write",
+                 "lj_cf_buffer_method_put": "buffer:put",
+                 "lj_cf_jit_util_funcinfo": "jit.util.funcinfo", "lj_cf_ffi_new": "ffi.new"}
+        for sym, want in cases.items():
+            self.assertEqual(b(sym), want, sym)
+
+    def test_classification(self):
+        mk = lj_merge.make_frame
+        self.assertEqual(mk("12d4 lj_BC_FORL+0x0 (/usr/bin/luajit)").kind, lj_merge.K_VM)
+        self.assertTrue(mk("12d4 lj_BC_FORL+0x0 (/usr/bin/luajit)").interp)
+        for s in ("lj_vm_pcall", "lj_cont_ra", "lj_vmeta_call", "lj_fff_fallback"):
+            fr = mk("10 %s+0x1 (/usr/bin/luajit)" % s)
+            self.assertEqual(fr.kind, lj_merge.K_VM, s)
+            self.assertFalse(fr.interp)
+        for s in ("lj_gc_step", "lj_tab_new", "lj_str_new"):
+            fr = mk("10 %s+0x1 (/usr/lib/libluajit-5.1.so.2)" % s)
+            self.assertEqual((fr.kind, fr.name), (lj_merge.K_C, s))
+        fr = mk("10 lj_ff_string_byte+0x1 (/usr/bin/luajit)")
+        self.assertEqual((fr.kind, fr.name), (lj_merge.K_BUILTIN, "string.byte"))
+        fr = mk("80 fib@fib.lua:1+0x4 (/tmp/jitted-77-3.so)")
+        self.assertEqual((fr.kind, fr.label, fr.pid, fr.index, fr.off),
+                         (lj_merge.K_LUA, "fib@fib.lua:1", 77, 3, 4))
+        fr = mk("80 TRACE_3::fib.lua:5::fib@fib.lua:1+0x0 (/tmp/jitted-77-4.so)")
+        self.assertEqual((fr.kind, fr.label, fr.tline), (lj_merge.K_TRACE, "fib@fib.lua:1", 5))
+        fr = mk("7f0000001000 [unknown] ([unknown])")
+        self.assertTrue(fr.dyn)
+        self.assertEqual(mk("1234 [unknown] (/usr/lib/libc.so.6)").name, "[libc.so.6]")
+        self.assertEqual(mk("ffffffff81000000 [unknown] ([kernel.kallsyms])").dyn, False)
+        self.assertEqual(mk("10 foo(int, char)+0x1 (/x)").name, "foo")
+        self.assertEqual(mk("10 (anonymous namespace)::f(int)+0x1 (/x)").name,
+                         "(anonymous namespace)::f")
+        self.assertEqual(mk("10 a;b+0x1 (/x)").name, "a:b")
+
+    def test_trace_name(self):
+        self.assertEqual(lj_merge.parse_trace_name("TRACE_12::x.lua:7::M.f@x.lua:3"),
+                         ("M.f@x.lua:3", 7))
+        self.assertEqual(lj_merge.parse_trace_name("TRACE_1::x.lua:7::obj:m@x.lua:3"),
+                         ("obj:m@x.lua:3", 7))
+        self.assertIsNone(lj_merge.parse_trace_name("fib@x.lua:3"))
+
+
+# ================================================================= jitdump fallback
+BC = 0x55d400001000          # a bytecode range (heap)
+MC = 0x7f0000100000          # trace machine code (anonymous)
+
+
+class JitdumpFallback(TmpDir):
+    """[unknown] addresses resolved through a jit-PID.dump built here."""
+
+    def lua(self, addr):
+        return (addr, None, None, "[unknown]")
+
+    def test_address_reuse_by_time(self):
+        # f@a.lua:1 loaded at t=10.000100 s, its address reused by g@a.lua:9
+        # at t=20.000000 s; a sample before the first load stays [unknown].
+        Dump(100).load(10000100000, BC, 64, "f@a.lua:1") \
+                 .load(20000000000, BC, 64, "g@a.lua:9").write(self.tmp)
+        txt = (sample("lj", 100, 100, 9000000, [self.lua(BC + 8)] + HOST, 1) +
+               sample("lj", 100, 100, 15000000, [self.lua(BC + 8)] + HOST, 10) +
+               sample("lj", 100, 100, 19999999, [self.lua(BC + 12)] + HOST, 100) +
+               sample("lj", 100, 100, 20000000, [self.lua(BC + 8)] + HOST, 1000) +
+               sample("lj", 100, 100, 30000000, [self.lua(BC + 8)] + HOST, 10000))
+        self.assertEqual(self.merge(txt), {
+            "lj;%s;[unknown]" % HOST_STACK: 1,
+            "lj;%s;f@a.lua:1" % HOST_STACK: 110,
+            "lj;%s;g@a.lua:9" % HOST_STACK: 11000})
+
+    def test_same_microsecond_prefers_new_load(self):
+        # perf prints microseconds (truncated): a load at 20.000000700 s and a
+        # sample printed as 20.000000 may be after it: the new load wins.
+        Dump(100).load(1000, BC, 64, "f@a.lua:1") \
+                 .load(20000000700, BC, 64, "g@a.lua:9").write(self.tmp)
+        txt = sample("lj", 100, 100, 20000000, [self.lua(BC)] + HOST, 1)
+        self.assertEqual(self.merge(txt), {"lj;%s;g@a.lua:9" % HOST_STACK: 1})
+
+    def test_nanosecond_time(self):
+        Dump(100).load(1000, BC, 64, "f@a.lua:1") \
+                 .load(20000000700, BC, 64, "g@a.lua:9").write(self.tmp)
+        h1 = "lj 100/100 20.000000699: 1 cpu-clock: \n"
+        h2 = "lj 100/100 20.000000700: 2 cpu-clock: \n"
+        body = chain_line(BC, None) + "\n" + chain_line(*HOST[1]) + "\n\n"
+        self.assertEqual(self.merge(h1 + body + h2 + body),
+                         {"lj;main;f@a.lua:1": 1, "lj;main;g@a.lua:9": 2})
+
+    def test_overlapping_ranges(self):
+        # A [BC, BC+100) at t1, B [BC+50, BC+150) at t2: later wins where it covers.
+        Dump(100).load(1000, BC, 100, "A@a.lua:1").load(2000, BC + 50, 100, "B@a.lua:5") \
+                 .write(self.tmp)
+        txt = (sample("lj", 100, 100, 5000000, [self.lua(BC + 10)] + HOST, 1) +
+               sample("lj", 100, 100, 5000000, [self.lua(BC + 60)] + HOST, 2) +
+               sample("lj", 100, 100, 5000000, [self.lua(BC + 140)] + HOST, 4) +
+               sample("lj", 100, 100, 5000000, [self.lua(BC + 150)] + HOST, 8))
+        self.assertEqual(self.merge(txt), {
+            "lj;%s;A@a.lua:1" % HOST_STACK: 1, "lj;%s;B@a.lua:5" % HOST_STACK: 6,
+            "lj;%s;[unknown]" % HOST_STACK: 8})
+
+    def test_no_time_field_uses_newest_load(self):
+        Dump(100).load(1000, BC, 64, "f@a.lua:1").load(2000, BC, 64, "g@a.lua:9") \
+                 .write(self.tmp)
+        txt = "lj 100/100 \n" + chain_line(BC + 4, None) + "\n" + chain_line(*HOST[1]) + "\n\n"
+        self.assertEqual(self.merge(txt), {"lj;main;g@a.lua:9": 1})
+
+    def test_per_process_dumps(self):
+        # Same address, two processes, two dumps; plain perf script (tid only)
+        # with a thread 102 of process 100 that created code (tid in the dump).
+        Dump(100).load(1000, BC, 64, "f@a.lua:1").load(1500, BC + 64, 64, "t@a.lua:7", tid=102) \
+                 .write(self.tmp)
+        Dump(200).load(1000, BC, 64, "child@a.lua:3").write(self.tmp)
+
+        def s(tid, addr, period):
+            return ("lj %d 5.000000: %d cpu-clock: \n" % (tid, period) +
+                    chain_line(addr, None) + "\n" + chain_line(*HOST[1]) + "\n\n")
+        txt = s(100, BC, 1) + s(200, BC, 2) + s(102, BC + 64, 4)
+        self.assertEqual(self.merge(txt), {"lj;main;f@a.lua:1": 1, "lj;main;child@a.lua:3": 2,
+                                           "lj;main;t@a.lua:7": 4})
+        self.assertEqual(self.merge(txt, "--pid"), {
+            "lj-100;main;f@a.lua:1": 1, "lj-200;main;child@a.lua:3": 2,
+            "lj-100;main;t@a.lua:7": 4})
+
+    def test_trace_frames(self):
+        # A trace entered in f: [TRACE, f's record] -> one f frame; with
+        # --jit-tag tagged; a trace owned by g over an f frame is not merged.
+        Dump(100).load(1000, BC, 64, "f@a.lua:1", lines=[(BC, 1), (BC + 8, 2), (BC + 16, 3)]) \
+                 .load(1100, BC + 64, 64, "g@a.lua:10") \
+                 .load(1200, MC, 128, "TRACE_1::a.lua:2::f@a.lua:1",
+                       lines=[(MC, 2), (MC + 64, 3)]) \
+                 .load(1300, MC + 128, 64, "TRACE_2::a.lua:11::g@a.lua:10").write(self.tmp)
+        txt = (sample("lj", 100, 100, 5000000, [self.lua(MC + 70), self.lua(BC + 8)] + HOST, 1) +
+               sample("lj", 100, 100, 5000000, [self.lua(MC + 130), self.lua(BC + 8)] + HOST, 2))
+        self.assertEqual(self.merge(txt), {
+            "lj;%s;f@a.lua:1" % HOST_STACK: 1,
+            "lj;%s;f@a.lua:1;g@a.lua:10" % HOST_STACK: 2})
+        self.assertEqual(self.merge(txt, "--jit-tag", "--lines"), {
+            "lj;%s;f@a.lua:1:3_[j]" % HOST_STACK: 1,
+            "lj;%s;f@a.lua:1:2;g@a.lua:10:11_[j]" % HOST_STACK: 2})
+
+    def test_perf_named_trace_reresolved(self):
+        # perf named the trace from a stale perf-PID.map line; the dump says
+        # that at this time the address holds TRACE_2 (owner g).
+        Dump(100).load(1000, MC, 64, "TRACE_1::a.lua:2::f@a.lua:1") \
+                 .load(3000000000, MC, 64, "TRACE_2::a.lua:11::g@a.lua:10").write(self.tmp)
+        stale = (MC, "TRACE_1::a.lua:2::f@a.lua:1", 0, "/tmp/perf-100.map")
+        txt = (sample("lj", 100, 100, 2000000, [stale] + HOST, 1) +
+               sample("lj", 100, 100, 4000000, [stale] + HOST, 2))
+        self.assertEqual(self.merge(txt), {"lj;%s;f@a.lua:1" % HOST_STACK: 1,
+                                           "lj;%s;g@a.lua:10" % HOST_STACK: 2})
+
+    def test_lines_and_bx(self):
+        # f's line table (shifted like the VM's): PC BC+4k -> line 10+k-1.
+        lines = [(BC + 4 * k, 10 + max(k - 1, 0)) for k in range(16)]
+        Dump(100).load(1000, BC, 64, "f@a.lua:10", lines=lines) \
+                 .load(1100, BC + 64, 64, "main@a.lua:1",
+                       lines=[(BC + 64 + 4 * k, 1 + k) for k in range(16)]).write(self.tmp)
+        interp = (0x12d4, "lj_BC_ADDVV", 0, EXE)
+        caller = self.lua(BC + 64 + 12)           # main's record: PC 3 -> line 4
+        inner = self.lua(BC + 4)                  # f's record: PC 1 -> line 10
+        txt = (sample("lj", 100, 100, 5000000, [interp, inner, caller] + HOST, 1, bx=BC + 24) +
+               sample("lj", 100, 100, 5000000, [interp, inner, caller] + HOST, 2, bx=BC + 200) +
+               sample("lj", 100, 100, 5000000, [(0x99, "lj_gc_step", 1, EXE), inner, caller] +
+                      HOST, 4, bx=BC + 24))
+        self.assertEqual(self.merge(txt, "--lines"), {
+            "lj;%s;main@a.lua:1:4;f@a.lua:10:15" % HOST_STACK: 1,   # BX PC 6 -> line 15
+            "lj;%s;main@a.lua:1:4;f@a.lua:10:10" % HOST_STACK: 2,   # BX outside f
+            "lj;%s;main@a.lua:1:4;f@a.lua:10:10;lj_gc_step" % HOST_STACK: 4})
+        self.assertEqual(self.merge(txt), {
+            "lj;%s;main@a.lua:1;f@a.lua:10" % HOST_STACK: 3,
+            "lj;%s;main@a.lua:1;f@a.lua:10;lj_gc_step" % HOST_STACK: 4})
+
+    def test_perf_map_fallback(self):
+        # No dump: /tmp-style perf-PID.map in the --jitdump dir; last line wins.
+        self.path("perf-100.map", "%x 40 old@a.lua:1\n%x 40 new@a.lua:2\nbad line\n"
+                  % (BC, BC))
+        txt = sample("lj", 100, 100, 5000000, [self.lua(BC + 4)] + HOST, 1)
+        self.assertEqual(self.merge(txt), {"lj;%s;new@a.lua:2" % HOST_STACK: 1})
+
+    def test_dump_dir_from_mmap_event(self):
+        # perf script --show-mmap-events shows where jit-PID.dump was: no
+        # --jitdump needed.
+        d = os.path.join(self.tmp, "dumps")
+        os.mkdir(d)
+        Dump(4242).load(1000, BC, 64, "f@a.lua:1").write(d)
+        txt = ("lj 4242/4242 1.000000: PERF_RECORD_MMAP2 4242/4242: [0x7f00(0x1000) @ 0 fd:01 "
+               "12 0]: r-xp %s/jit-4242.dump\n" % d +
+               sample("lj", 4242, 4242, 5000000, [self.lua(BC)] + HOST, 1))
+        inp = self.path("in.txt", txt)
+        code, out, err = run([inp])
+        self.assertEqual((code, folded(out)), (0, {"lj;%s;f@a.lua:1" % HOST_STACK: 1}), err)
+
+    def test_truncated_and_corrupt_dumps(self):
+        d = Dump(100).load(1000, BC, 64, "f@a.lua:1").load(2000, BC + 64, 64, "g@a.lua:5")
+        self.path("jit-100.dump", d.buf[:-20])        # cut inside the 2nd CODE_LOAD
+        self.path("jit-200.dump", b"NOTADUMP" * 10)
+        txt = (sample("lj", 100, 100, 5000000, [self.lua(BC)] + HOST, 1) +
+               sample("lj", 100, 100, 5000000, [self.lua(BC + 64)] + HOST, 2) +
+               sample("lj", 200, 200, 5000000, [self.lua(BC)] + HOST, 4))
+        self.assertEqual(self.merge(txt), {"lj;%s;f@a.lua:1" % HOST_STACK: 1,
+                                           "lj;%s;[unknown]" % HOST_STACK: 6})
+        self.assertIn("jit-200.dump", self.last_err)
+
+    def test_inject_and_raw_agree(self):
+        # The same sample as perf prints it with and without perf inject.
+        Dump(100).load(1000, BC, 64, "f@a.lua:1", lines=[(BC, 1), (BC + 8, 2)]).write(self.tmp)
+        raw = sample("lj", 100, 100, 5000000, [self.lua(BC + 8)] + HOST, 1)
+        inj = sample("lj", 100, 100, 5000000,
+                     [(0x88, "f@a.lua:1", 8, os.path.join(self.tmp, "jitted-100-0.so"))] + HOST, 1)
+        for args in ((), ("--lines",), ("--jit-tag", "--tid")):
+            self.assertEqual(self.merge(raw, *args), self.merge(inj, *args), args)
+        self.assertEqual(self.merge(inj, "--lines"), {"lj;%s;f@a.lua:1:2" % HOST_STACK: 1})
+
+
+# ================================================================= options, formats
+class Options(TmpDir):
+    def test_builtin_pairs_merge(self):
+        fr = [(0x10, "lj_ffh_string_byte", 1, EXE), (0x20, "lj_fff_fallback", 1, EXE),
+              (0x30, "lj_ff_string_byte", 1, EXE)] + HOST
+        self.assertEqual(self.merge(sample("lj", 1, 1, 1, fr, 5)),
+                         {"lj;%s;string.byte" % HOST_STACK: 5})
+        self.assertEqual(self.merge(sample("lj", 1, 1, 1, fr, 5), "--keep-vm"),
+                         {"lj;%s;string.byte;lj_fff_fallback;string.byte" % HOST_STACK: 5})
+
+    def test_events(self):
+        txt = (sample("x", 1, 1, 1, HOST, 10, event="cycles:u") +
+               sample("x", 1, 1, 2, HOST, 20, event="instructions:u") +
+               sample("x", 1, 1, 3, HOST, 30, event="cycles:u"))
+        self.assertEqual(self.merge(txt), {"x;" + HOST_STACK: 40})
+        self.assertIn("ignored 1 samples", self.last_err)
+        self.assertEqual(self.merge(txt, "--event", "instructions"), {"x;" + HOST_STACK: 20})
+        self.assertEqual(self.merge(txt, "--event", "all"), {"x;" + HOST_STACK: 60})
+
+    def test_speedscope(self):
+        inp = os.path.join(FIX, "cstack-F.txt")
+        code, out, err = run(["--format", "speedscope", "--pid", inp])
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["$schema"], "https://www.speedscope.app/file-format-schema.json")
+        frames = doc["shared"]["frames"]
+        self.assertTrue(all(isinstance(f["name"], str) for f in frames))
+        names = {}
+        for p in doc["profiles"]:
+            self.assertEqual(p["type"], "sampled")
+            self.assertEqual(p["unit"], "none")           # no event field printed
+            self.assertEqual(len(p["samples"]), len(p["weights"]))
+            self.assertEqual(p["startValue"], 0)
+            self.assertEqual(p["endValue"], sum(p["weights"]))
+            for s, w in zip(p["samples"], p["weights"]):
+                self.assertTrue(all(0 <= i < len(frames) for i in s))
+                key = ";".join([p["name"]] + [frames[i]["name"] for i in s])
+                names[key] = names.get(key, 0) + w
+        _, out2, _ = run(["--pid", inp])
+        self.assertEqual(names, folded(out2))
+        self.assertEqual(sorted(p["name"] for p in doc["profiles"]),
+                         ["cs_worker-26043", "cstack-26043", "cstack-26045"])
+        code, out, err = run(["--format", "speedscope", os.path.join(FIX, "cstack.txt")])
+        self.assertEqual({p["unit"] for p in json.loads(out)["profiles"]}, {"nanoseconds"})
+
+    def test_output_file(self):
+        o = self.path("out.folded")
+        code, out, err = run(["-o", o, os.path.join(FIX, "cstack.txt")])
+        self.assertEqual((code, out), (0, ""), err)
+        with open(o) as f:
+            self.assertEqual(len(f.read().splitlines()), 3)
+
+    def test_stdin(self):
+        with open(os.path.join(FIX, "cstack.txt"), "rb") as f:
+            data = f.read()
+        code, out, err = run(["-"], stdin=data)
+        code2, out2, _ = run([os.path.join(FIX, "cstack.txt")])
+        self.assertEqual((code, out), (code2, out2))
+
+    def test_symlinked_install(self):
+        # build/bin/lj_merge is a symlink: sibling modules must still import.
+        link = self.path("lj_merge")
+        os.symlink(os.path.abspath(LJ_MERGE), link)
+        p = subprocess.run([link, os.path.join(FIX, "cstack.txt")], capture_output=True,
+                           text=True, cwd=self.tmp, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(len(p.stdout.splitlines()), 3)
+
+    def test_help_documents_options(self):
+        code, out, err = run(["--help"])
+        self.assertEqual(code, 0)
+        for word in ("--keep-vm", "--jit-tag", "--pid", "--tid", "--lines", "--jitdump",
+                     "--format", "-o", "period", "uregs", "time", "speedscope", "--event"):
+            self.assertIn(word, out)
+
+
+# ================================================================= robustness
+class Robustness(TmpDir):
+    def check_clean(self, code, err, rc=0):
+        self.assertEqual(code, rc, err)
+        self.assertNotIn("Traceback", err)
+
+    def test_empty_input(self):
+        for data in (b"", b"\n\n\n"):
+            code, out, err = run([], stdin=data)
+            self.check_clean(code, err)
+            self.assertEqual(out, "")
+            self.assertEqual(len(err.splitlines()), 1)
+            self.assertIn("warning", err)
+
+    def test_binary_garbage(self):
+        garbage = bytes((i * 2654435761 >> 7) & 0xff for i in range(200000))
+        with open(os.path.join(FIX, "cstack.txt"), "rb") as f:
+            good = f.read()
+        data = garbage[:70000] + b"\n" + good + garbage[70000:] + b"\n\x00\t\x00\xff\n\tzz\n"
+        code, out, err = run([], stdin=data)
+        self.check_clean(code, err)
+        # the real samples survive
+        got = folded(out)
+        self.assertEqual(got.get("cstack;__libc_start_call_main;main;a;b;c"), 4 * 5025125)
+        lines = [l for l in err.splitlines() if "skipped" in l]
+        self.assertEqual(len(lines), 1, err)
+        self.assertRegex(lines[0], r"^lj_merge: skipped [1-9][0-9]* malformed lines$")
+
+    def test_cut_anywhere(self):
+        with open(os.path.join(FIX, "fakevm-rawF.txt"), "rb") as f:
+            data = f.read()
+        full = folded(run(["--jitdump", os.path.join(FIX, "fakevm"), "-"], stdin=data)[1])
+        total = sum(full.values())
+        for cut in (1, 17, 100, 1000, 4321, len(data) // 2, len(data) - 3):
+            code, out, err = run(["--lines", "--jitdump", os.path.join(FIX, "fakevm"), "-"],
+                                 stdin=data[:cut])
+            self.check_clean(code, err)
+            got = folded(out)
+            self.assertLessEqual(sum(got.values()), total, cut)
+            if data[:cut].rpartition(b"\n")[2].strip():   # cut inside a line
+                self.assertIn("skipped 1 malformed lines", err, cut)
+            else:
+                self.assertNotIn("skipped", err, cut)
+
+    def test_missing_header(self):
+        with open(os.path.join(FIX, "cstack.txt")) as f:
+            text = f.read()
+        body = text.split("\n", 1)[1]           # drop the first header line
+        code, out, err = run([], stdin=body)
+        self.check_clean(code, err)
+        self.assertIn("skipped 4 malformed lines", err)  # the orphan chain lines
+        self.assertEqual(sum(folded(out).values()), 12 * 5025125)
+
+    def test_huge_lines(self):
+        with open(os.path.join(FIX, "cstack.txt"), "rb") as f:
+            good = f.read()
+        huge = b"\t" + b"A" * (3 << 20) + b"\n"            # one 3 MB line
+        huger = b"x" * (5 << 20)                            # 5 MB, no newline at all
+        for data in (huge + good, good + huge + good, good + huger):
+            code, out, err = run([], stdin=data)
+            self.check_clean(code, err)
+            self.assertGreaterEqual(sum(folded(out).values()), 13 * 5025125)
+            self.assertIn("skipped 1 malformed lines", err)
+
+    def test_side_band_and_comments_are_not_malformed(self):
+        with open(os.path.join(FIX, "cstack.txt")) as f:
+            good = f.read()
+        extra = ("# ========\n# captured on    : Sat Nov 22 00:40:00 2026\n# ========\n#\n"
+                 "cstack 26043 1330.400000: PERF_RECORD_MMAP2 26043/26043: [0x55(0x1000) @ 0x1000 "
+                 "fe:00 1 0]: r-xp /tmp/cstack\n"
+                 "cstack 26043 1330.400001: PERF_RECORD_COMM: cstack:26043/26043\n"
+                 "cs worker 26046 1330.400002: PERF_RECORD_FORK(26046:26046):(26043:26043)\n")
+        code, out, err = run([], stdin=extra + good)
+        self.check_clean(code, err)
+        self.assertEqual(err, "")
+        self.assertEqual(sum(folded(out).values()), 13 * 5025125)
+
+    def test_bad_arguments(self):
+        for args in (["--bogus"], ["--format", "xml"], ["--jitdump", "/nonexistent/dir"],
+                     ["a", "b"], ["--jitdump", os.path.join(FIX, "cstack.txt")]):
+            code, out, err = run(args, stdin=b"")
+            self.assertEqual(code, 2, (args, err))
+            self.assertEqual(len(err.strip().splitlines()), 1, (args, err))
+            self.assertTrue(err.startswith("lj_merge: error:"), err)
+
+    def test_io_errors(self):
+        code, out, err = run(["/nonexistent/perf.txt"])
+        self.assertEqual(code, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        code, out, err = run([self.tmp])
+        self.assertEqual(code, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        code, out, err = run(["-o", "/nonexistent/dir/out", os.path.join(FIX, "cstack.txt")])
+        self.assertEqual(code, 1)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+    def test_broken_pipe(self):
+        # Many distinct stacks so that the output exceeds the pipe buffer.
+        parts = []
+        for i in range(30000):
+            parts.append(sample("x", 1, 1, i, [(0x1000 + i, "f%d" % i, 1, EXE)] + HOST, 1))
+        inp = self.path("big.txt", "".join(parts))
+        p = subprocess.run("'%s' '%s' '%s' | head -1" % (sys.executable, LJ_MERGE, inp),
+                           shell=True, capture_output=True, text=True, timeout=120)
+        self.assertEqual(len(p.stdout.splitlines()), 1)
+        self.assertEqual(p.stderr, "")
+
+    def peak_rss_kb(self, path):
+        out = subprocess.run([sys.executable, "-c",
+                              "import resource,subprocess,sys;"
+                              "subprocess.run([sys.executable,%r,%r],stdout=subprocess.DEVNULL);"
+                              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+                              % (LJ_MERGE, path)], capture_output=True, text=True, timeout=300)
+        return int(out.stdout)
+
+    def test_memory_is_bounded_by_stacks(self):
+        # 12 MB and 60 MB inputs with the same few stacks: lj_merge streams,
+        # so its peak RSS must not grow with the input.
+        with open(os.path.join(FIX, "cstack.txt")) as f:
+            one = f.read()
+        rss = []
+        for copies in (3000, 15000):
+            path = self.path("big%d.txt" % copies)
+            with open(path, "w") as f:
+                for _ in range(copies):
+                    f.write(one)
+            rss.append(self.peak_rss_kb(path))
+            os.unlink(path)
+        self.assertLess(rss[1] - rss[0], 4096, "peak RSS %s KB" % rss)
+
+
+if __name__ == "__main__":
+    unittest.main()

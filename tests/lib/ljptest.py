@@ -1,0 +1,198 @@
+"""Support for ljperf tests that run programs under real perf.
+
+Everything a test writes (perf data, jitdumps, injected .so files, the
+build-id cache) goes to a private temporary directory that is removed at
+the end, and /tmp/perf-PID.map files of the programs a test started are
+deleted. perf problems make tests FAIL with a message, never skip.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "perf-script"))
+
+import jitdump  # noqa: E402
+import ljresolve  # noqa: E402
+import perfscript  # noqa: E402
+
+
+class TestFailure(Exception):
+    pass
+
+
+def fail(msg):
+    raise TestFailure(msg)
+
+
+def build_dir():
+    return os.environ.get("LJPERF_BUILD") or os.path.join(ROOT, "build")
+
+
+def binpath(name):
+    p = os.path.join(build_dir(), "bin", name)
+    if not os.path.exists(p):
+        fail("%s not built (looked in %s)" % (name, p))
+    return p
+
+
+# Libraries Debian builds without frame pointers: a frame-pointer chain
+# cannot be followed through their code, whatever the VM does.
+NOFP_LIBS = ("/libc.so", "/libm.so", "/libgcc_s.so", "/ld-linux", "/libstdc++",
+             "[vdso]")
+
+
+def is_nofp_dso(dso):
+    return bool(dso) and any(x in dso for x in NOFP_LIBS)
+
+
+_event = None
+
+
+def perf_event():
+    """User-space cycles if the machine has hardware counters, else the
+    cpu-clock software event. Fails the test if perf cannot record at all."""
+    global _event
+    if _event is None:
+        if not shutil.which("perf"):
+            fail("perf is not installed (Debian package linux-perf)")
+        for ev in ("cycles:u", "cpu-clock:u"):
+            with tempfile.TemporaryDirectory() as d:
+                r = subprocess.run(["perf", "record", "-q", "-N", "-e", ev,
+                                    "-o", os.path.join(d, "p.data"), "true"],
+                                   capture_output=True, text=True)
+                if r.returncode == 0:
+                    _event = ev
+                    break
+        else:
+            fail("perf record does not work here: %s" % r.stderr.strip()[-300:])
+    return _event
+
+
+class PerfSession:
+    """A temporary directory for one test's perf artefacts."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ljperf-test-")
+        self.pids = set()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for pid in self.pids:
+            try:
+                os.unlink("/tmp/perf-%d.map" % pid)
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def env(self, extra=None):
+        e = dict(os.environ)
+        e["LUAJIT_PERF_DIR"] = self.dir
+        e.update(extra or {})
+        return e
+
+    def record(self, cmd, env=None, freq=2000, callgraph="fp", regs=None,
+               mono=True, out="perf.data", check=True):
+        """Runs CMD under perf record; returns (data path, program stdout)."""
+        data = self.path(out)
+        args = ["perf", "--buildid-dir", self.path(".debug"), "record", "-q",
+                "-e", perf_event(), "-F", str(freq), "-g",
+                "--call-graph", callgraph, "-o", data]
+        if mono:
+            args += ["-k", "mono"]
+        if regs:
+            args += ["--user-regs=" + regs]
+        r = subprocess.run(args + ["--"] + list(cmd), env=self.env(env),
+                           capture_output=True, text=True)
+        if check and r.returncode != 0:
+            fail("%s failed (%d): %s" % (" ".join(cmd), r.returncode,
+                                         (r.stderr or r.stdout)[-500:]))
+        if not os.path.exists(data):
+            fail("perf record wrote no data: " + r.stderr[-300:])
+        return data, r.stdout
+
+    def inject(self, data):
+        out = data + ".jit"
+        r = subprocess.run(["perf", "--buildid-dir", self.path(".debug"),
+                            "inject", "--jit", "-i", data, "-o", out],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("perf inject --jit failed: " + r.stderr[-500:])
+        return out
+
+    def script_text(self, data, fields="comm,pid,tid,time,ip,sym,dso",
+                    extra=()):
+        r = subprocess.run(["perf", "--buildid-dir", self.path(".debug"),
+                            "script", "-i", data, "-F", fields] + list(extra),
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("perf script failed: " + r.stderr[-500:])
+        return r.stdout
+
+    def samples(self, data, fields="comm,pid,tid,time,ip,sym,dso", extra=()):
+        text = self.script_text(data, fields, extra)
+        out = list(perfscript.iter_samples(text.split("\n")))
+        for s in out:
+            if s.pid is not None:
+                self.pids.add(s.pid)
+        if not out:
+            fail("perf recorded no samples")
+        return out
+
+    def dump(self, pid):
+        """The jitdump of PID as an ljresolve.Dump (fails if missing)."""
+        p = os.path.join(self.dir, "jit-%d.dump" % pid)
+        if not os.path.exists(p):
+            fail("no jitdump %s (is LUAJIT_PERF on?)" % p)
+        return ljresolve.load_dump(p, jitdump)
+
+
+def main_window(samples, mainsym="main"):
+    """Samples taken while main runs: between the first and the last sample
+    whose chain contains MAINSYM (perf callchains include the leaf)."""
+    idx = [i for i, s in enumerate(samples)
+           if any(f[1] == mainsym for f in s.frames)]
+    if not idx:
+        return []
+    return samples[idx[0]:idx[-1] + 1]
+
+
+def has_sym(sample, sym):
+    return any(f[1] == sym for f in sample.frames)
+
+
+def syms(sample):
+    return [f[1] for f in sample.frames]
+
+
+def time_ns(sample):
+    return perfscript.time_to_ns(sample.time)[0] if sample.time else 0
+
+
+def run(cmd, env=None, **kw):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, **kw)
+
+
+def report(ok, msg):
+    """Prints one result line; returns ok."""
+    print(("PASS: " if ok else "FAIL: ") + msg)
+    sys.stdout.flush()
+    return ok
+
+
+def main(test):
+    """Runs test() -> bool; exit status 0 only if it returned True."""
+    try:
+        ok = test()
+    except TestFailure as e:
+        print("FAIL: " + str(e))
+        sys.exit(1)
+    sys.exit(0 if ok else 1)

@@ -1,0 +1,249 @@
+# Tarantool 2.6.0 built twice with its bundled LuaJIT in GC64 mode:
+#   bin/tarantool       third_party/luajit patched (vm_patch/fp_x64.patch)
+#                       plus the emitter sources (emitter/*.c, emitter/*.h)
+#   bin/tarantool-base  the same source unpatched (control)
+# Invariants:
+# - Both variants come from one Tarantool source and are configured with
+#   exactly LJPERF_TARANTOOL_CMAKE_ARGS, so they differ only by the LuaJIT
+#   patch and the emitter files.
+# - The patched tree's third_party/luajit always equals pristine + patch +
+#   emitter files. Tarantool copies third_party/luajit into its build tree
+#   once and never looks at the source copy again, so whenever that content
+#   changes, the copy in the build tree is removed; Tarantool's own rules
+#   then copy, rebuild and relink it.
+# - Both binaries run LuaJIT in GC64 mode (checked after every build).
+#
+# Requires cmake/LuaJITSource.cmake (ljperf_debian_source,
+# ljperf_apply_patch, LJPERF_PATCH) to be included first.
+
+option(LJPERF_TARANTOOL "Build Tarantool 2.6.0 with the ljperf LuaJIT patch (bin/tarantool) and without (bin/tarantool-base)" OFF)
+if(NOT LJPERF_TARANTOOL)
+  return()
+endif()
+if(NOT COMMAND ljperf_apply_patch OR NOT COMMAND ljperf_debian_source)
+  message(FATAL_ERROR "cmake/Tarantool.cmake needs cmake/LuaJITSource.cmake included before it.")
+endif()
+
+include(ExternalProject)
+
+set(LJPERF_TARANTOOL_SOURCE "" CACHE PATH
+    "Tarantool 2.6.0 source tree to use (default: Debian 12's tarantool source package)")
+set(LJPERF_TARANTOOL_EXTRA_ARGS "" CACHE STRING
+    "Extra CMake arguments for both Tarantool builds (;-separated)")
+set(LJPERF_TARANTOOL_FLAGS "-fno-omit-frame-pointer -g" CACHE STRING
+    "C/C++ flags for both Tarantool builds; Tarantool passes CMAKE_C_FLAGS on to LuaJIT's Makefile (TARGET_CFLAGS)")
+
+set(LJPERF_EMITTER_DIR "${PROJECT_SOURCE_DIR}/emitter")
+set(LJPERF_TNT_DIR "${CMAKE_BINARY_DIR}/tarantool")
+
+# --- Source -----------------------------------------------------------------
+if(LJPERF_TARANTOOL_SOURCE)
+  get_filename_component(ljperf_tnt_src "${LJPERF_TARANTOOL_SOURCE}" ABSOLUTE)
+else()
+  ljperf_debian_source(tarantool ljperf_tnt_src)
+endif()
+if(NOT EXISTS "${ljperf_tnt_src}/VERSION"
+   OR NOT EXISTS "${ljperf_tnt_src}/third_party/luajit/src/vm_x64.dasc")
+  message(FATAL_ERROR "'${ljperf_tnt_src}' is not a Tarantool source tree with a bundled "
+          "LuaJIT (no VERSION or third_party/luajit/src/vm_x64.dasc).")
+endif()
+file(STRINGS "${ljperf_tnt_src}/VERSION" ljperf_tnt_version LIMIT_COUNT 1)
+if(NOT ljperf_tnt_version MATCHES "^2\\.6\\.0")
+  message(WARNING "Tarantool source ${ljperf_tnt_src} is version ${ljperf_tnt_version}, "
+          "ljperf is tested with 2.6.0 only.")
+endif()
+message(STATUS "Tarantool source: ${ljperf_tnt_src} (${ljperf_tnt_version})")
+
+# --- GC64 is mandatory --------------------------------------------------------
+foreach(arg IN LISTS LJPERF_TARANTOOL_EXTRA_ARGS)
+  if(arg MATCHES "^-DLUAJIT_ENABLE_GC64(:BOOL)?=(.*)$" AND NOT CMAKE_MATCH_2)
+    message(FATAL_ERROR "LJPERF_TARANTOOL_EXTRA_ARGS turns GC64 off (${arg}); ljperf patches only "
+            "LuaJIT's x64 GC64 interpreter (vm_x64.dasc), Tarantool must be built with "
+            "-DLUAJIT_ENABLE_GC64=ON.")
+  endif()
+endforeach()
+
+# --- Emitter files (a new, removed or edited file re-runs configure) ----------
+file(GLOB ljperf_emitter_files CONFIGURE_DEPENDS
+     "${LJPERF_EMITTER_DIR}/*.c" "${LJPERF_EMITTER_DIR}/*.h")
+list(SORT ljperf_emitter_files)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             "${LJPERF_PATCH}" ${ljperf_emitter_files})
+
+# Makes DEST's files equal to STAGE's. Only files whose content differs are
+# written (they get a fresh mtime, so make sees exactly those as changed);
+# files absent from STAGE are removed. Sets CHANGED_OUT to TRUE if anything
+# was written or removed.
+function(ljperf_tnt_sync STAGE DEST CHANGED_OUT)
+  set(changed FALSE)
+  file(GLOB_RECURSE staged RELATIVE "${STAGE}" LIST_DIRECTORIES false "${STAGE}/*")
+  file(GLOB_RECURSE present RELATIVE "${DEST}" LIST_DIRECTORIES false "${DEST}/*")
+  foreach(f IN LISTS staged)
+    set(differs TRUE)
+    if(EXISTS "${DEST}/${f}")
+      file(SHA256 "${STAGE}/${f}" a)
+      file(SHA256 "${DEST}/${f}" b)
+      if(a STREQUAL b)
+        set(differs FALSE)
+      endif()
+    endif()
+    if(differs)
+      get_filename_component(d "${DEST}/${f}" DIRECTORY)
+      file(MAKE_DIRECTORY "${d}")
+      file(COPY_FILE "${STAGE}/${f}" "${DEST}/${f}")
+      set(changed TRUE)
+    endif()
+  endforeach()
+  foreach(f IN LISTS present)
+    if(NOT EXISTS "${STAGE}/${f}")
+      file(REMOVE "${DEST}/${f}")
+      set(changed TRUE)
+    endif()
+  endforeach()
+  set(${CHANGED_OUT} ${changed} PARENT_SCOPE)
+endfunction()
+
+# Prepares the source tree of one variant (KIND: base or patched) and
+# removes the stale parts of its build tree BUILD.
+function(ljperf_tnt_prepare SRC KIND TREE BUILD)
+  # Whole tree: re-copied only when the source itself changes.
+  set(stamp "${TREE}.stamp")
+  set(old "")
+  if(EXISTS "${stamp}")
+    file(READ "${stamp}" old)
+  endif()
+  if(NOT old STREQUAL SRC OR NOT EXISTS "${TREE}/CMakeLists.txt")
+    message(STATUS "Preparing Tarantool tree ${TREE}")
+    # A new source invalidates the build tree and ExternalProject's stamps.
+    file(REMOVE_RECURSE "${TREE}" "${BUILD}" "${TREE}.luajit.stamp"
+         "${LJPERF_TNT_DIR}/ep-${KIND}")
+    file(COPY "${SRC}/" DESTINATION "${TREE}" PATTERN ".git" EXCLUDE)
+    file(WRITE "${stamp}" "${SRC}")
+  endif()
+  if(NOT KIND STREQUAL "patched")
+    return()
+  endif()
+
+  # third_party/luajit: pristine + patch + emitter files.
+  file(SHA256 "${LJPERF_PATCH}" h)
+  set(key "patch ${h}")
+  foreach(f IN LISTS ljperf_emitter_files)
+    file(SHA256 "${f}" h)
+    get_filename_component(n "${f}" NAME)
+    string(APPEND key "\n${n} ${h}")
+  endforeach()
+  set(lstamp "${TREE}.luajit.stamp")
+  set(old "")
+  if(EXISTS "${lstamp}")
+    file(READ "${lstamp}" old)
+  endif()
+  if(old STREQUAL key)
+    return()
+  endif()
+  message(STATUS "Preparing patched LuaJIT in ${TREE}/third_party/luajit")
+  # Patched in a staging copy: on failure the tree and build stay as they were.
+  set(stage "${LJPERF_TNT_DIR}/tarantool-third_party-luajit.patching")
+  file(REMOVE_RECURSE "${stage}")
+  file(COPY "${SRC}/third_party/luajit/" DESTINATION "${stage}" PATTERN ".git" EXCLUDE)
+  message(STATUS "Applying vm_patch/fp_x64.patch to Tarantool's third_party/luajit")
+  ljperf_apply_patch("${stage}")       # FATAL_ERROR naming file and hunk
+  if(ljperf_emitter_files)
+    file(COPY ${ljperf_emitter_files} DESTINATION "${stage}/src")
+  endif()
+  ljperf_tnt_sync("${stage}" "${TREE}/third_party/luajit" changed)
+  file(REMOVE_RECURSE "${stage}")
+  if(changed)
+    # Tarantool's copy of third_party/luajit in its build tree is stale:
+    # removing it makes Tarantool's Makefile copy and rebuild LuaJIT.
+    file(REMOVE_RECURSE "${BUILD}/third_party/luajit")
+  endif()
+  file(WRITE "${lstamp}" "${key}")
+endfunction()
+
+# --- Builds -------------------------------------------------------------------
+set(LJPERF_TARANTOOL_CMAKE_ARGS
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+    "-DCMAKE_C_FLAGS=${LJPERF_TARANTOOL_FLAGS}"
+    "-DCMAKE_CXX_FLAGS=${LJPERF_TARANTOOL_FLAGS}"
+    -DENABLE_BUNDLED_LUAJIT=ON
+    -DLUAJIT_ENABLE_GC64=ON
+    -DENABLE_BACKTRACE=OFF
+    -DENABLE_FEEDBACK_DAEMON=OFF
+    -DENABLE_DIST=OFF
+    -DENABLE_WERROR=OFF
+    -DENABLE_BUNDLED_LIBCURL=OFF
+    -DENABLE_BUNDLED_ZSTD=OFF
+    -DENABLE_BUNDLED_LIBYAML=ON
+    -DWITH_SYSTEMD=OFF
+    -Wno-dev
+    ${LJPERF_TARANTOOL_EXTRA_ARGS}
+    -DLUAJIT_ENABLE_GC64=ON)
+
+# Run after every build: the binary must report a GC64 VM.
+set(ljperf_tnt_check "${LJPERF_TNT_DIR}/check-gc64.cmake")
+file(WRITE "${ljperf_tnt_check}" [=[
+execute_process(COMMAND "${BIN}" -e "io.write(require('ffi').abi('gc64') and 'GC64' or 'GC32') os.exit(0)"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT out STREQUAL "GC64")
+  message(FATAL_ERROR "${BIN} does not run LuaJIT in GC64 mode (got '${out}${err}', rc ${rc}): "
+          "ljperf patches only vm_x64.dasc, build Tarantool with -DLUAJIT_ENABLE_GC64=ON.")
+endif()
+]=])
+
+if(NOT LJPERF_NPROC)
+  set(LJPERF_NPROC 2)
+endif()
+
+# Runs a build quietly into a log file and shows the end of the log only
+# when it fails (like cmake/make-logged, but runs the given make, so that a
+# "$(MAKE)" argument keeps make's jobserver: LOG_BUILD would serialise it).
+set(ljperf_tnt_logged "${LJPERF_TNT_DIR}/build-logged")
+file(WRITE "${ljperf_tnt_logged}" [=[#!/bin/sh
+log=$1; shift
+if ! "$@" >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "Tarantool build failed; full log: $log" >&2
+  exit 1
+fi
+]=])
+file(CHMOD "${ljperf_tnt_logged}" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
+     GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+
+# Only the server binary is built: no unit tests, modules or docs.
+if(CMAKE_GENERATOR MATCHES "Make")
+  set(ljperf_tnt_build_cmd "$(MAKE)" tarantool)
+else()
+  set(ljperf_tnt_build_cmd ${CMAKE_COMMAND} --build <BINARY_DIR> --target tarantool
+      -j ${LJPERF_NPROC})
+endif()
+
+foreach(kind base patched)
+  if(kind STREQUAL "patched")
+    set(name tarantool)
+  else()
+    set(name tarantool-base)
+  endif()
+  set(tree "${LJPERF_TNT_DIR}/src-${kind}")
+  set(build "${LJPERF_TNT_DIR}/build-${kind}")
+  ljperf_tnt_prepare("${ljperf_tnt_src}" ${kind} "${tree}" "${build}")
+  set(bin "${CMAKE_BINARY_DIR}/bin/${name}")
+  ExternalProject_Add(${name}
+    PREFIX "${LJPERF_TNT_DIR}/ep-${kind}"
+    SOURCE_DIR "${tree}"
+    BINARY_DIR "${build}"
+    CMAKE_ARGS ${LJPERF_TARANTOOL_CMAKE_ARGS}
+    BUILD_COMMAND "${ljperf_tnt_logged}" "${build}.log" ${ljperf_tnt_build_cmd}
+    BUILD_ALWAYS ON
+    BUILD_BYPRODUCTS "${build}/src/tarantool"
+    INSTALL_COMMAND ${CMAKE_COMMAND} -E make_directory "${CMAKE_BINARY_DIR}/bin"
+            COMMAND ${CMAKE_COMMAND} -E copy_if_different "${build}/src/tarantool" "${bin}"
+            COMMAND ${CMAKE_COMMAND} -DBIN=${bin} -P "${ljperf_tnt_check}"
+    LOG_CONFIGURE ON
+    LOG_OUTPUT_ON_FAILURE ON
+    USES_TERMINAL_BUILD OFF)
+endforeach()
+
+set(LJPERF_TARANTOOL_BIN "${CMAKE_BINARY_DIR}/bin/tarantool")
+set(LJPERF_TARANTOOL_BASE_BIN "${CMAKE_BINARY_DIR}/bin/tarantool-base")
+set(LJPERF_TARANTOOL_SOURCE_DIR "${ljperf_tnt_src}")

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Every active Lua function is in every sample's chain, in order.
+
+usage: identity.py CASE MODE   (MODE: joff or jit)
+
+Runs tests/frames/CASE.lua on the patched VM with LUAJIT_PERF=1 (frame
+recording, jitdump) under `perf record -k mono -g --call-graph fp
+--user-regs=bx`, WITHOUT perf inject. Bytecode and trace addresses in the
+chains are resolved from the program's jitdump (the load live at the
+sample's time). Samples are selected by where they land: for a Lua leaf,
+the sampled PC (BX) lies in that function's bytecode while an interpreter
+handler runs, or the sample is in a trace the function owns; for a C leaf,
+the leaf symbol. The chain of each selected sample, reduced to Lua
+functions (and the named C functions), must equal one of the expected
+sequences, root first, in at least 99.5% of them. Samples in trace code
+(JIT mode) may miss the frames the running traces created: their Lua
+frames must form a prefix of an expected sequence, and the trace's owner
+must be one of the functions after that prefix.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ljptest as T  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NEED = 0.995
+MIN_SAMPLES = 100
+
+# case: (leaf to select, expected sequences, rounds -joff, rounds JIT);
+# None: the mode does not apply (jitswitch turns the JIT on itself).
+CASES = {
+    "recursion": ("spin", [["main", "driver"] + ["rec"] * 9 + ["spin"]], 2000, 20000),
+    "mutual": ("spin", [["main", "driver", "a", "b", "a", "b", "a", "b", "spin"]],
+               2000, 20000),
+    "sandwich": ("cmod_burn", [["main", "driver", "outer", "cmod_call", "inner",
+                                "cmod_spin", "cmod_burn"]], 2000, 2000),
+    "coroutines": ("spin", [["main", "driver", "level1", "level2", "level3", "spin"],
+                            ["main", "driver", "deeper", "level1", "level2",
+                             "level3", "spin"]], 2000, 20000),
+    "pcalls": ("spin", [["main", "driver", "p1", "p2", "spin"]], 2000, 20000),
+    "traceexit": ("cmod_burn", [["main", "loop", "inl", "inl2", "cmod_spin",
+                                 "cmod_burn"]], 400000, 400000),
+    "tailvararg": ("spin", [["main", "driver", "vb", "spin"]], 2000, 20000),
+    "metamethods": ("spin", [["main", "driver", "usemm", mm, "spin"] for mm in
+                             ("__index", "__newindex", "__call", "__lt")], 500, 2000),
+    "finalizers": ("spin", [["main", "driver", "__gc", "spin"],
+                            ["main", "driver", "make", "__gc", "spin"]], 2000, 10000),
+    "hooks": ("spin", [["main", "driver", "work", "hook", "spin"]], 300, 12000),
+    "stackgrowth": ("spin", [["main", "driver"] + ["big"] * 101 + ["spin"]], 200, 2000),
+    "jitswitch": ("spin", [["main", "driver", "work", "spin"]], None, 8000),
+    "callbacks": ("spin", [["main", "driver", "caller", "ffilib_each", "cbfn",
+                            "spin"]], 100, 400),
+    "toggles": ("spin", [["main", "driver", "a", "spin"], ["main", "driver", "b", "spin"],
+                         ["main", "driver", "cofn", "spin"]], 500, 3000),
+}
+C_NAMES = {"cmod_call", "cmod_spin", "cmod_burn", "ffilib_each"}
+
+
+def short(label):
+    """'spin@/path/x.lua:2' -> 'spin'; the main chunk 'x.lua:0' -> 'main'."""
+    if "@" in label:
+        return label.split("@", 1)[0]
+    return "main" if label.endswith(":0") else label
+
+
+class Resolver:
+    def __init__(self, dump):
+        self.dump = dump
+
+    def load(self, addr, t):
+        live = None
+        for ld in self.dump.candidates(addr):
+            if ld.ts <= t:
+                live = ld
+        return live
+
+
+def guest(dso):
+    """Frames in memory perf cannot map to a file: bytecode, trace code."""
+    return dso in ("[unknown]", None) or dso.startswith(("//anon", "/tmp/perf-"))
+
+
+def lua_sequence(sample, res, t):
+    """Root-first names of the Lua functions (and C_NAMES) in the chain;
+    None if a frame in guest memory resolves to nothing."""
+    seq = []
+    prev_trace = None
+    for addr, sym, _, dso in sample.frames:
+        if guest(dso):
+            ld = res.load(addr, t)
+            if ld is None:
+                return None
+            if ld.name.startswith("TRACE_"):
+                owner = short(ld.name.split("::", 2)[2])
+                seq.append(owner)
+                prev_trace = owner
+                continue
+            name = short(ld.name)
+            if prev_trace == name and seq and seq[-1] == name:
+                prev_trace = None
+                continue  # the trace's entry frame: same function
+            seq.append(name)
+        elif sym in C_NAMES:
+            seq.append(sym)
+        prev_trace = None
+    return list(reversed(seq))
+
+
+def selected(sample, res, t, target):
+    """'exact' if the sample runs TARGET outside traces, 'trace' if it runs
+    trace code, None otherwise (see the module comment)."""
+    addr, sym, _, dso = sample.frames[0]
+    if target in C_NAMES:
+        return "exact" if sym == target else None
+    if sym and (sym.startswith("lj_BC_") or sym == "lj_vm_mod"):
+        bx = T.perfscript.parse_reg(sample.regs or "", "BX")
+        ld = res.load(bx, t) if bx else None
+        if ld is not None and not ld.name.startswith("TRACE_") \
+           and short(ld.name) == target:
+            return "exact"
+        return None
+    if guest(dso):
+        ld = res.load(addr, t)
+        if ld is not None and ld.name.startswith("TRACE_"):
+            return "trace"
+    return None
+
+
+def recording_on(events, t):
+    """Was frame recording on at T, by the program's ON/OFF reports?"""
+    on = False
+    for when, state in events:
+        if when > t:
+            break
+        on = state
+    return on
+
+
+def trace_ok(seq, expected):
+    """Records form a prefix of an expected sequence; the trace's owner (the
+    last name) is one of the functions after it."""
+    recs, owner = seq[:-1], seq[-1]
+    for e in expected:
+        if e[:len(recs)] == recs and owner in e[max(len(recs) - 1, 0):]:
+            return True
+    return False
+
+
+def test():
+    case, mode = sys.argv[1], sys.argv[2]
+    target, expected, r_joff, r_jit = CASES[case]
+    if (r_joff if mode == "joff" else r_jit) is None:
+        T.fail("case %s has no %s mode" % (case, mode))
+    cmd = [T.binpath("luajit")] + (["-joff"] if mode == "joff" else []) + \
+        [os.path.join(HERE, case + ".lua"), str(r_joff if mode == "joff" else r_jit)]
+    fpdir = os.path.join(T.build_dir(), "tests", "fpchain")
+    env = {"LUAJIT_PERF": "1", "LUA_CPATH": os.path.join(fpdir, "?.so"),
+           "LJPERF_FFILIB": os.path.join(fpdir, "libffilib.so")}
+    if case == "toggles":
+        env["LUAJIT_PERF"] = "map,jitdump"  # the program switches frames
+    with T.PerfSession() as sess:
+        data, out = sess.record(cmd, env=env, freq=2000, regs="bx")
+        samples = sess.samples(data, "comm,pid,tid,time,ip,sym,dso,uregs",
+                               extra=["--ns"])
+        res = Resolver(sess.dump(samples[0].pid))
+        # Recording switched by the program: judge samples taken while on.
+        events = [(int(w[1]), w[0] == "ON") for w in
+                  (l.split() for l in out.splitlines()) if w and w[0] in ("ON", "OFF")]
+        if case == "toggles" and len(events) < 10:
+            T.fail("the program reported no recording switches")
+        counts = {"exact": [0, 0], "trace": [0, 0]}
+        bad = {}
+        for s in samples:
+            t = T.time_ns(s)
+            if events and not recording_on(events, t):
+                continue
+            kind = selected(s, res, t, target)
+            if kind is None:
+                continue
+            seq = lua_sequence(s, res, t)
+            ok = seq is not None and (seq in expected if kind == "exact"
+                                      else bool(seq) and trace_ok(seq, expected))
+            counts[kind][0] += ok
+            counts[kind][1] += 1
+            if not ok:
+                key = "%s: %s" % (kind, " -> ".join(seq) if seq else "unresolved frame")
+                bad[key] = bad.get(key, 0) + 1
+        for k, n in sorted(bad.items(), key=lambda kv: -kv[1])[:5]:
+            print("  %d x %s" % (n, k))
+        want = " | ".join(" -> ".join(e) for e in expected)
+        total = counts["exact"][1] + counts["trace"][1]
+        ok = T.report(total >= MIN_SAMPLES, "%d samples in %s (need %d)"
+                      % (total, target, MIN_SAMPLES))
+        if mode == "joff":
+            ok &= T.report(counts["trace"][1] == 0, "no trace samples with -joff")
+        for kind in ("exact", "trace"):
+            good, picked = counts[kind]
+            if picked:
+                ok &= T.report(good / picked >= NEED,
+                               "%s (%s): %d of %d %s samples in %s fit %s (%.2f%%)"
+                               % (case, mode, good, picked, kind, target, want,
+                                  100 * good / picked))
+        return ok
+
+
+if __name__ == "__main__":
+    T.main(test)

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Every frame-pointer chain is valid while Lua frames are recorded.
+
+usage: validity.py MODE   (jit or joff)
+
+Runs every torture program (tests/torture/progs) on the patched VM with
+LUAJIT_PERF=1 under `perf record -F 20000 -k mono -g --call-graph fp`. In
+each sample taken while the program runs (from its first sample under main
+to its last sample in the VM's own code), every callchain entry must be host or VM code (a
+file-backed DSO), or an address that the program's jitdump names at the
+sample's time (a prototype's bytecode or a trace's machine code), and the
+chain must reach main. Counted apart: chains that pass through a system
+library built without frame pointers (libc, libgcc_s, ld.so..., or libc code
+linked into the binary) before going wrong, since no frame-pointer unwinder
+can follow those whatever the VM does; and chains whose entries are all
+valid but that the kernel cut at its limit (kernel.perf_event_max_stack)
+before main, in deep recursion.
+"""
+
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ljptest as T  # noqa: E402
+
+TORTURE = os.path.join(T.ROOT, "tests", "torture")
+
+
+# libc code that ends up in our own binary (libc_nonshared.a), frame-pointer-less.
+NOFP_SYMS = {"pthread_atfork", "atexit", "at_quick_exit", "__stack_chk_fail_local"}
+
+
+def max_stack():
+    try:
+        with open("/proc/sys/kernel/perf_event_max_stack") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 127
+
+
+MAX_STACK = max_stack()
+
+
+def guest(dso):
+    return dso in ("[unknown]", None) or dso.startswith(("//anon", "/tmp/perf-"))
+
+
+def live_load(dump, addr, t):
+    live = None
+    for ld in dump.candidates(addr):
+        if ld.ts <= t:
+            live = ld
+    return live
+
+
+def classify(sample, dump):
+    """'ok', 'nofp' (broken after a frame-pointer-less library), 'cut' (valid
+    up to the kernel's limit) or the text of the first bad entry."""
+    t = T.time_ns(sample)
+    nofp = sample.frames[0][1] in NOFP_SYMS
+    for addr, sym, _, dso in sample.frames:
+        if guest(dso):
+            if live_load(dump, addr, t) is None:
+                return "nofp" if nofp else "%x (%s)" % (addr, dso)
+        else:
+            nofp = nofp or T.is_nofp_dso(dso)
+    if not T.has_sym(sample, "main"):
+        if nofp:
+            return "nofp"
+        if len(sample.frames) >= MAX_STACK:
+            return "cut"
+        return "chain does not reach main"
+    return "ok"
+
+
+def run_prog(sess, prog, mode):
+    cmd = [T.binpath("luajit")] + (["-joff"] if mode == "joff" else []) + \
+        ["progs/%s.lua" % prog]
+    data = sess.path("%s.data" % prog)
+    # Some programs end with an error or os.exit() on purpose.
+    args = ["perf", "--buildid-dir", sess.path(".debug"), "record", "-q",
+            "-e", T.perf_event(), "-F", "20000", "-k", "mono", "-g",
+            "--call-graph", "fp", "-o", data, "--"] + cmd
+    T.run(args, env=sess.env({"LUAJIT_PERF": "1"}), cwd=TORTURE, timeout=300)
+    if not os.path.exists(data):
+        T.fail("perf recorded nothing for " + prog)
+    samples = sess.samples(data, extra=["--ns"])
+    lj = T.binpath("luajit")
+    # From the first sample under main to the last in the VM's own code.
+    first = [i for i, s in enumerate(samples) if T.has_sym(s, "main")]
+    own = [i for i, s in enumerate(samples) if s.frames and s.frames[0][3] == lj]
+    if not first or not own:
+        return 0, 0, 0, 0, []
+    window = samples[first[0]:own[-1] + 1]
+    dump = sess.dump(window[0].pid)
+    good = nofp = cut = 0
+    bad = []
+    for s in window:
+        c = classify(s, dump)
+        if c == "ok":
+            good += 1
+        elif c == "nofp":
+            nofp += 1
+        elif c == "cut":
+            cut += 1
+        else:
+            bad.append((c, s))
+    return len(window), good, nofp, cut, bad
+
+
+def test():
+    mode = sys.argv[1]
+    progs = sorted(os.path.basename(p)[:-4]
+                   for p in glob.glob(os.path.join(TORTURE, "progs", "*.lua"))
+                   if not os.path.basename(p).startswith("_"))
+    total = good = nofp = cut = 0
+    ok = True
+    for prog in progs:
+        with T.PerfSession() as sess:
+            n, g, nf, c, bad = run_prog(sess, prog, mode)
+        total, good, nofp, cut = total + n, good + g, nofp + nf, cut + c
+        print("%-20s %6d samples, %6d valid, %4d cut at %d entries, "
+              "%4d through no-FP libs, %d bad" % (prog, n, g, c, MAX_STACK, nf,
+                                                 len(bad)))
+        for why, s in bad[:2]:
+            ok = False
+            print("  bad entry %s in: %s" % (why, " <- ".join(
+                "%s(%s)" % (f[1] or "%x" % f[0], os.path.basename(f[3] or "?"))
+                for f in s.frames[:12])))
+        ok &= not bad
+    judged = total - nofp
+    share = (good + cut) / max(judged, 1)
+    ok &= T.report(judged > 10000 and good + cut == judged,
+                   "%s: %d of %d samples have valid chains (%.3f%%): %d reach "
+                   "main, %d are deeper than the kernel's %d-entry limit; %d "
+                   "more pass through libraries without frame pointers" %
+                   (mode, good + cut, judged, 100 * share, good, cut,
+                    MAX_STACK, nofp))
+    return ok
+
+
+if __name__ == "__main__":
+    T.main(test)

@@ -13,6 +13,11 @@ set(LJPERF_CFLAGS "-O2 -fno-omit-frame-pointer" CACHE STRING
     "Optimisation flags for both LuaJIT builds (CCOPT)")
 set(LJPERF_XCFLAGS "" CACHE STRING "Extra LuaJIT defines for both builds (XCFLAGS)")
 
+if(LJPERF_XCFLAGS MATCHES "LUAJIT_DISABLE_GC64")
+  message(FATAL_ERROR "ljperf supports only LuaJIT in GC64 mode on x86-64; "
+          "remove -DLUAJIT_DISABLE_GC64 from LJPERF_XCFLAGS.")
+endif()
+
 set(LJPERF_LUAJIT_MAKEFLAGS
     "CC=${CMAKE_C_COMPILER}"
     "CCOPT=${LJPERF_CFLAGS}"
@@ -55,7 +60,10 @@ function(ljperf_build_luajit TREE NAME)
     VERBATIM)
   set(bin "${CMAKE_BINARY_DIR}/bin/${NAME}")
   set(installed "${bin}")
-  set(cmds COMMAND ${CMAKE_COMMAND} -E copy "${src}/luajit" "${bin}")
+  # The VM must run in GC64 mode (the only mode the patch supports).
+  set(cmds
+    COMMAND "${src}/luajit" -e "if not require('ffi').abi('gc64') then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only x86-64 GC64\\n') os.exit(1) end"
+    COMMAND ${CMAKE_COMMAND} -E copy "${src}/luajit" "${bin}")
   if(ARG_INSTALL_LIBS)
     set(lib "${CMAKE_BINARY_DIR}/lib")
     set(inc "${CMAKE_BINARY_DIR}/include/luajit-2.1")

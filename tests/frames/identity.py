@@ -28,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.995
 MIN_SAMPLES = 100
 
+VM_HELPER = "<VM helper>"  # leaf: a C function of the VM (GC, allocation)
+
 # case: (leaf to select, expected sequences, rounds -joff, rounds JIT);
 # None: the mode does not apply (jitswitch turns the JIT on itself).
 CASES = {
@@ -54,6 +56,7 @@ CASES = {
                             "spin"]], 100, 400),
     "toggles": ("spin", [["main", "driver", "a", "spin"], ["main", "driver", "b", "spin"],
                          ["main", "driver", "cofn", "spin"]], 500, 3000),
+    "helpers": (VM_HELPER, [["main", "driver", "alloc"]], 30, 150),
 }
 C_NAMES = {"cmod_call", "cmod_spin", "cmod_burn", "ffilib_each"}
 
@@ -114,6 +117,11 @@ def selected(sample, res, t, target):
     addr, sym, _, dso = sample.frames[0]
     if target in C_NAMES:
         return "exact" if sym == target else None
+    if target == VM_HELPER:
+        vmcode = sym and sym.startswith(("lj_BC_", "lj_vm_", "lj_ff_", "lj_fff_",
+                                         "lj_cont_", "lj_vmeta_"))
+        return "exact" if (dso == T.binpath("luajit") and sym and not vmcode
+                           and sym != "main") else None
     if sym and (sym.startswith("lj_BC_") or sym == "lj_vm_mod"):
         bx = T.perfscript.parse_reg(sample.regs or "", "BX")
         ld = res.load(bx, t) if bx else None

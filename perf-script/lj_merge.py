@@ -26,21 +26,45 @@ perf script fields (-F) and what each enables
                   place Lua frames inside their function for --lines.
   uregs           with BX recorded (`--user-regs=bx`) and --lines, the exact
                   line running in the innermost Lua function when the sample
-                  hit the interpreter (BX is the VM's bytecode PC).
-  Recommended: perf script -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs
+                  hit the interpreter (BX is the VM's bytecode PC), else the
+                  function's frame record only tells its first line.
+  --show-task-events (not a field): fork, thread and exec events. A forked
+                  child that loads no code of its own writes no jit-PID.dump:
+                  with these events its frames are named from its parent's
+                  dump (loads made before the fork), without them they stay
+                  [unknown] unless perf inject named them.
+  Recommended: perf script -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs \\
+                 --show-task-events
 
 Frames
 ------
   Lua functions  `NAME@CHUNK:LINE` or `CHUNK:LINE` (LINE = definition line);
-                 with --lines `LABEL:CURLINE`. Named by `perf inject --jit`
+                 with --lines `LABEL:CURLINE`: the line of the call for a
+                 caller, BX's line for the running function, `?` when the
+                 function has made no call and BX does not tell (no uregs,
+                 or it runs a trace). Named by `perf inject --jit`
                  (DSO jitted-PID-N.so) or, when perf prints [unknown], by
                  lj_merge from jit-PID.dump (or perf-PID.map) itself: the
-                 output is the same with or without inject.
+                 output is the same with or without inject. The jitdump is
+                 always preferred: it is time-aware. perf-PID.map is only a
+                 fallback (no dump for that process): it has no time, and
+                 when an address range is described again under a new name
+                 (code freed and reloaded at the same address) perf applies
+                 the FIRST line for the whole session, lj_merge the LAST;
+                 either can be wrong for some samples.
   JIT traces     `TRACE_N::CHUNK:LINE::OWNER` becomes OWNER (`_[j]` appended
                  with --jit-tag); a caller frame of the same function right
                  below it (where the trace was entered) is merged into it.
   VM plumbing    lj_BC_*, lj_vm_*, lj_cont_*, lj_vmeta_*, lj_fff_* are dropped
-                 (kept with --keep-vm).
+                 (kept with --keep-vm), and so is the FFI call machinery
+                 (lj_ccall_func with the ffi.meta___call right below it,
+                 lj_ccallback_enter/leave): an FFI call shows as
+                 caller;callee, from the interpreter as from a trace.
+  VM helpers     lj_vm_mod, lj_vm_modi, lj_vm_floor... (arithmetic) stay, as
+                 C frames: they set up no frame, so their caller is missing
+                 from the chain; called from a trace, that caller is the trace
+                 and the helper then sits right on the Lua frame the trace
+                 was entered from.
   builtins       lj_ff_string_byte / lj_ffh_* / lj_cf_* become string.byte etc.
   C frames       as perf names them; argument lists are cut, `;` becomes `:`,
                  an unnamed frame in a known DSO becomes [dso-basename].
@@ -53,6 +77,7 @@ import argparse
 import errno
 import json
 import os
+import re
 import signal
 import sys
 from bisect import bisect_right
@@ -67,11 +92,49 @@ import ljresolve                       # noqa: E402
 
 PROG = "lj_merge"
 
+# A Lua frame record's ret is the return PC into the function's callee, or,
+# before it made a call (or when the VM rebuilt the record), the address
+# after its first instruction (FUNCF/FUNCV, never a call): that frame's
+# current line is unknown (printed `?` by --lines) unless BX gives it.
+ENTRY_OFF = 4
+
+# The block reader (process()): text is cut before every line that starts
+# at column 0 (a header, a side-band line or a blank line); a piece longer
+# than MAX_CARRY at the end of a batch goes to the line reader; the cache
+# of whole callchains is emptied when its keys pass BCACHE_BYTES.
+_CHUNK_SPLIT = re.compile(r"\n(?=[^\t ])").split
+MAX_CARRY = 1 << 20
+BCACHE_BYTES = 32 << 20
+
 # Frame kinds
-K_C, K_VM, K_LUA, K_TRACE, K_BUILTIN = range(5)
+K_C, K_VM, K_LUA, K_TRACE, K_BUILTIN, K_KERNEL = range(6)
+# ... as --kinds writes them (K_KERNEL folds like K_C; "root" is the comm frame)
+KIND_NAMES = ("c", "vm", "lua", "trace", "builtin", "kernel")
 
 _VM_PREFIXES = ("lj_BC_", "lj_vm_", "lj_cont_", "lj_vmeta_", "lj_fff_")
 _BUILTIN_PREFIXES = ("lj_ff_", "lj_ffh_", "lj_cf_")
+# lj_vm_* that are arithmetic helpers, not plumbing: real work, called by the
+# interpreter's handlers or straight from trace code. They set up no frame,
+# so their caller is missing from the chain: from the interpreter that is a
+# handler (dropped anyway), from a trace it is the trace itself. Kept as C
+# frames so that time is not silently given to the Lua frame below.
+_VM_HELPERS = frozenset((
+    "lj_vm_mod", "lj_vm_modi", "lj_vm_floor", "lj_vm_ceil", "lj_vm_trunc",
+    "lj_vm_floor_sse", "lj_vm_ceil_sse", "lj_vm_trunc_sse", "lj_vm_round_sse",
+    "lj_vm_foldarith", "lj_vm_foldfpm", "lj_vm_powi", "lj_vm_powi_sse",
+    "lj_vm_pow_sse", "lj_vm_exp_x87", "lj_vm_exp2_x87", "lj_vm_log2",
+    "lj_vm_tobit", "lj_vm_cpuid", "lj_vm_errno"))
+# The FFI's call and callback machinery (C functions of LuaJIT): dropped like
+# the VM plumbing, so an FFI call from the interpreter shows as caller;callee,
+# as it does from a trace (where the call is compiled inline). The cdata
+# __call metamethod (ffi.meta___call) goes with lj_ccall_func right above it.
+_FFI_PLUMBING = frozenset(("lj_ccall_func", "lj_ccallback_enter",
+                           "lj_ccallback_leave"))
+# VM frames where the BX register is not the interpreter's bytecode PC:
+# entries from C, the FFI (C code runs above them) and trace exits.
+_NO_BX = frozenset(("lj_vm_ffi_call", "lj_vm_ffi_callback", "lj_vm_pcall",
+                    "lj_vm_cpcall", "lj_vm_call", "lj_vm_resume",
+                    "lj_vm_exit_handler"))
 # Library prefixes of LuaJIT's fast functions / library C functions
 # (LJLIB_MODULE names); anything else after lj_ff_ is a base function.
 _LIBS = ("coroutine", "string", "table", "math", "bit", "io", "os", "debug",
@@ -130,7 +193,7 @@ class Fr:
     (load, address)). KIND/NAME/LABEL is what gets printed; DYN frames are
     absolute user addresses re-resolved per sample through the jitdump."""
     __slots__ = ("kind", "name", "label", "tline", "load", "pid", "index",
-                 "off", "addr", "dyn", "interp", "sym", "lines")
+                 "off", "addr", "dyn", "interp", "ffi", "sym", "lines")
 
     def __init__(self, kind, name):
         self.kind = kind
@@ -143,7 +206,8 @@ class Fr:
         self.off = None           # offset inside the load
         self.addr = None          # absolute address (DYN frames)
         self.dyn = False
-        self.interp = False       # lj_BC_* (the sample's ip in the interpreter)
+        self.interp = False       # VM code or helper: BX may be the bytecode PC
+        self.ffi = False          # FFI call/callback machinery (lj_ccall_func)
         self.sym = None
         self.lines = None         # cached line (fold time)
 
@@ -218,9 +282,18 @@ def make_frame(text):
             return fr
         return Fr(K_C, "[" + os.path.basename(dso) + "]")
     if sym.startswith("lj_"):
+        base = sym.partition(".")[0]          # lj_vm_foldfpm.cold
+        if base in _VM_HELPERS:
+            fr = Fr(K_C, base)
+            fr.interp = True
+            return fr
         if sym.startswith(_VM_PREFIXES):
             fr = Fr(K_VM, sym)
-            fr.interp = sym.startswith("lj_BC_")
+            fr.interp = base not in _NO_BX
+            return fr
+        if base in _FFI_PLUMBING:
+            fr = Fr(K_VM, sym)
+            fr.ffi = True
             return fr
         if sym.startswith(_BUILTIN_PREFIXES):
             fr = Fr(K_BUILTIN, builtin_name(sym))
@@ -238,7 +311,7 @@ def make_frame(text):
         fr.addr = addr
         fr.sym = sym
         return fr
-    return Fr(K_C, clean_c_name(sym))
+    return Fr(K_KERNEL if _is_kernel(addr, dso) else K_C, clean_c_name(sym))
 
 
 class Resolver:
@@ -253,7 +326,11 @@ class Resolver:
         self.tid2pid = {}
         self.ucache = {}            # (pid, Fr) -> (ts list, frames, fallback)
         self.memo = {}              # lj_merge's per-stack memo (see process())
+        self.gen = 0                # bumped whenever memo is emptied
         self.scanned = False
+        self.nodump = set()         # pids with [unknown] frames and no dump
+        self.parents = {}           # pid -> (parent pid, fork ns)  (FORK events)
+        self.execs = {}             # pid -> exec ns                (COMM exec events)
         self.jd = None              # the jitdump module, imported lazily
         self.jd_error = None
         if jitdump_arg:
@@ -274,6 +351,50 @@ class Resolver:
         env = os.environ.get("LUAJIT_PERF_DIR")
         self.tail = [] if self.explicit else [d for d in (env, "/tmp") if d]
 
+    def fork(self, child, ctid, parent, t_ns):
+        """PERF_RECORD_FORK (perf script --show-task-events): a new thread
+        joins its process; a new process starts with its parent's memory,
+        so the parent's code loads made before the fork apply to it until
+        it describes its code itself (or until it execs)."""
+        if child == parent:
+            self.tid2pid[ctid] = child
+            return
+        if child in self.parents or t_ns is None:
+            return
+        self.parents[child] = (parent, t_ns)
+        self.tid2pid.setdefault(ctid, child)
+        self._forget(child)
+
+    def exec_(self, pid, t_ns):
+        """PERF_RECORD_COMM exec: what PID inherited is gone from T_NS on."""
+        if pid in self.parents and t_ns is not None and pid not in self.execs:
+            self.execs[pid] = t_ns
+            self._forget(pid)
+
+    def _forget(self, pid):
+        for k in [k for k in self.ucache if k[0] == pid]:
+            del self.ucache[k]
+        self.memo.clear()
+        self.gen += 1
+
+    def _inherited(self, pid, addr):
+        """(ts, Load) of ancestors' loads covering ADDR that PID inherited."""
+        out = []
+        limit = None
+        seen = {pid}
+        p = pid
+        while p in self.parents:
+            pp, t_fork = self.parents[p]
+            limit = t_fork if limit is None else min(limit, t_fork)
+            if pp in seen:
+                break
+            seen.add(pp)
+            d = self.dump(pp)
+            if d is not None:
+                out.extend(ld for ld in d.candidates(addr) if ld.ts <= limit)
+            p = pp
+        return out
+
     def add_dir(self, d):
         """A directory seen in the input (jit-PID.dump mmap, jitted-*.so)."""
         if self.explicit:
@@ -285,6 +406,7 @@ class Resolver:
                 del self.dumps[pid]
             self.ucache.clear()
             self.memo.clear()
+            self.gen += 1
             self.scanned = False
 
     def _module(self):
@@ -388,20 +510,38 @@ class Resolver:
     def _entry(self, pid, fr):
         addr = fr.addr
         d = self.dump(pid)
-        ts, frs = [], []
-        if d is not None:
-            for ld in d.candidates(addr):
-                if ld.recs is None:
-                    ld.recs = {}
-                r = ld.recs.get(addr)
-                if r is None:
-                    r = name_frame(ld.name, ld, addr - ld.addr)
-                    ld.recs[addr] = r
-                ts.append(ld.ts)
-                frs.append(r)
+        lds = d.candidates(addr) if d is not None else []
         fb = fr
+        if pid in self.parents:
+            inh = self._inherited(pid, addr)
+            if inh:
+                lds = inh + lds
+                t_exec = self.execs.get(pid)
+                if t_exec is not None:     # after exec: inherited loads are gone
+                    lds.append(None)
+                lds.sort(key=lambda x: (t_exec, 0) if x is None else (x.ts, 1))
+        ts, frs = [], []
+        for ld in lds:
+            if ld is None:
+                ts.append(t_exec)
+                frs.append(fb)
+                continue
+            if ld.recs is None:
+                ld.recs = {}
+            r = ld.recs.get(addr)
+            if r is None:
+                r = name_frame(ld.name, ld, addr - ld.addr)
+                ld.recs[addr] = r
+            ts.append(ld.ts)
+            frs.append(r)
         if not frs and fr.kind == K_C and fr.name == "[unknown]":
-            m = self.perfmap(pid)
+            if d is None and pid not in self.parents and pid is not None:
+                self.nodump.add(pid)
+            p = pid
+            m = self.perfmap(p)
+            while m is None and p in self.parents and p not in self.execs:
+                p = self.parents[p][0]
+                m = self.perfmap(p)
             if m is not None:
                 n = m.name_at(addr)
                 if n is not None:
@@ -429,6 +569,7 @@ class Resolver:
             if len(self.ucache) > 1000000:
                 self.ucache.clear()
                 self.memo.clear()
+                self.gen += 1
             self.ucache[key] = e
         ts, frs, fb = e
         if not ts:
@@ -447,13 +588,26 @@ class Folder:
         self.jit_tag = opts.jit_tag
         self.lines = opts.lines
         self.res = resolver
+        # --kinds: {printed name: set of kind names} of every frame printed
+        self.kinds = {} if getattr(opts, "kinds", None) else None
+
+    def note(self, name, kind):
+        ks = self.kinds.get(name)
+        if ks is None:
+            ks = self.kinds[name] = set()
+        ks.add(kind if isinstance(kind, str) else KIND_NAMES[kind])
 
     def _lua_line(self, fr):
+        """Current line of a Lua or trace frame (int), "?" when its record
+        does not know it, None without line information."""
         if fr.lines is None:
             ld = fr.load or self.res.load_of(fr)
             ln = None
             if ld is not None and fr.off is not None:
-                ln = ld.line_at(ld.addr + fr.off)
+                if fr.off == ENTRY_OFF and fr.kind == K_LUA:
+                    ln = "?"
+                else:
+                    ln = ld.line_at(ld.addr + fr.off)
             if ln is None and fr.kind == K_TRACE:
                 ln = fr.tline
             fr.lines = ln if ln is not None else 0
@@ -474,16 +628,27 @@ class Folder:
         prev_builtin = None
         first_lua = True
         lines = self.lines
+        note = self.note if self.kinds is not None else None
+        ccall = False              # the frame just before was lj_ccall_func
         for fr in frames:
             k = fr.kind
             if k == K_VM:
                 if self.keep_vm:
                     out.append(fr.name)
+                    if note:
+                        note(fr.name, k)
                     prev_builtin = None
+                ccall = fr.ffi and fr.name == "lj_ccall_func"
                 continue
+            if ccall:
+                ccall = False
+                if fr.sym == "lj_cf_ffi_meta___call" and not self.keep_vm:
+                    continue               # cdata call: part of the FFI call
             if k == K_LUA and fr.label is None:
                 if self._fill_name(fr) is None:
                     out.append("[unknown]")
+                    if note:
+                        note("[unknown]", k)
                     prev_owner = prev_builtin = None
                     continue
                 k = fr.kind
@@ -496,8 +661,10 @@ class Folder:
                 if lines:
                     ln = leafline if (first_lua and leafline is not None) else self._lua_line(fr)
                     if ln is not None:
-                        label = "%s:%d" % (label, ln)
+                        label = "%s:%s" % (label, ln)
                 out.append(label)
+                if note:
+                    note(label, k)
                 first_lua = False
                 prev_owner = prev_builtin = None
             elif k == K_TRACE:
@@ -509,6 +676,8 @@ class Folder:
                 if self.jit_tag:
                     name += "_[j]"
                 out.append(name)
+                if note:
+                    note(name, k)
                 prev_owner = fr.label
                 prev_builtin = None
                 first_lua = False
@@ -517,20 +686,27 @@ class Folder:
                         prev_builtin[1] != fr.sym:
                     continue               # lj_ff_x + lj_ffh_x: one call
                 out.append(fr.name)
+                if note:
+                    note(fr.name, k)
                 prev_builtin = (fr.name, fr.sym)
                 prev_owner = None
             else:
                 out.append(fr.name)
+                if note:
+                    note(fr.name, k)
                 prev_owner = prev_builtin = None
         out.reverse()
         return out
 
     def leaf_line(self, frames, bx):
-        """Line of BX in the innermost Lua function, if BX is inside it."""
+        """Line of BX in the innermost Lua function, if BX is inside it and
+        only VM code or frameless VM helpers (lj_vm_mod...) run above it:
+        there BX is the interpreter's PC, while the function's own record
+        still holds its first instruction."""
         for fr in frames:
-            k = fr.kind
-            if k == K_VM:
+            if fr.interp:
                 continue
+            k = fr.kind
             if k != K_LUA:
                 return None
             ld = fr.load or self.res.load_of(fr)
@@ -560,6 +736,7 @@ class Stats:
         self.samples = 0
         self.bad = 0
         self.other_events = 0
+        self.kinds = None
 
 
 def process(f, opts, warn):
@@ -568,7 +745,12 @@ def process(f, opts, warn):
 
     Memory grows with the number of distinct stacks (and distinct callchain
     lines), not with the input: raw stacks are aggregated as tuples of
-    interned frames while reading, and folded into strings once at the end."""
+    interned frames while reading, and folded into strings once at the end.
+
+    Speed: a sample's callchain is looked up whole (the block reader), so
+    the cost is per sample, not per line; lines that do not look like a
+    sample of the layout learned from the first header go through the line
+    reader, which accepts anything. Both give the same result."""
     res = Resolver(opts.jitdump, warn)
     folder = Folder(opts, res)
     rstats = perfscript.ReadStats()
@@ -628,6 +810,28 @@ def process(f, opts, warn):
             return v // 10 ** (nd - 9)
         return v * m + m - 1
 
+    def side_task(line):
+        """PERF_RECORD_FORK(pid:tid):(ppid:ptid) and PERF_RECORD_COMM exec:
+        comm:pid/tid lines (perf script --show-task-events)."""
+        toks = line.split()
+        t_ns = None
+        for t in toks:
+            if t[-1:] == ":" and perfscript._is_time(t):
+                t_ns = t_end_of(t[:-1])
+                break
+        i = line.find("PERF_RECORD_FORK(")
+        if i >= 0:
+            a, _, b = line[i + 17:].partition("):(")
+            c = a.split(":")
+            p = b.partition(")")[0].split(":")
+            if len(c) == 2 and len(p) == 2 and all(x.isdigit() for x in c + p):
+                res.fork(int(c[0]), int(c[1]), int(p[0]), t_ns)
+            return
+        pt = toks[-1].rpartition(":")[2] if toks else ""
+        pid_s = pt.partition("/")[0]
+        if pid_s.isdigit():
+            res.exec_(int(pid_s), t_ns)
+
     def resolve_dyn(fl, p, tstr):
         key = (p, fl)
         memo = dyn_memo.get(key)
@@ -641,6 +845,7 @@ def process(f, opts, warn):
             if t_end is None or t_end >= stable:
                 if len(dyn_memo) > 200000:
                     dyn_memo.clear()
+                    res.gen += 1
                 dyn_memo[key] = (stable, out)
         return out
 
@@ -666,7 +871,8 @@ def process(f, opts, warn):
         key = (root, fl, leaf)
         counts[key] = counts.get(key, 0) + weight
 
-    # per-sample state
+    # per-sample state of the line reader (lines_in); the block reader
+    # below completes its samples at once and leaves no sample open
     frames = None                  # None: no sample open
     append = orphans.append
     dyn = False
@@ -679,10 +885,81 @@ def process(f, opts, warn):
     nlines = 0
     bad = 0
     nsamples = 0
+    dropped = []                   # callchain lines of samples of other events
 
-    for batch in perfscript.read_batches(f, rstats):
-        nlines += len(batch)
-        for line in batch:
+    def close():
+        """Flushes the sample the line reader has open."""
+        nonlocal frames, append, nsamples
+        if frames is not None:
+            flush(frames, root, pid, tid, tstr, weight, dyn, bx, inline)
+            nsamples += 1
+            frames = None
+            append = orphans.append
+
+    def open_sample(line, c):
+        """A header line (or what may be one): closes the open sample and
+        opens the next one, unless it is side-band, malformed or of another
+        event (then its callchain lines are dropped)."""
+        nonlocal frames, append, dyn, bx, root, pid, tid, tstr, weight, inline
+        nonlocal bad, layout, ev_filter
+        close()
+        if orphans:
+            bad += len(orphans)
+            orphans.clear()
+        dropped.clear()
+        toks = line.split()
+        h = parse_fast(toks, layout) if layout is not None and c != " " else None
+        if h is not None:
+            comm, p, t, ts, period, ev = h
+            inl = None
+        else:
+            if "PERF_RECORD_" in line:
+                if "PERF_RECORD_FORK(" in line or "PERF_RECORD_COMM exec" in line:
+                    side_task(line)
+                elif "MMAP" in line:
+                    path = perfscript.parse_mmap_path(line)
+                    if path:
+                        b = os.path.basename(path)
+                        if b.startswith("jit-") and b.endswith(".dump"):
+                            d = os.path.dirname(path)
+                            if d not in dirs_seen:
+                                dirs_seen.add(d)
+                                res.add_dir(d)
+                return
+            hh = parse_header(line)
+            if hh is None or (hh.comm is None and hh.pid is None and hh.tid is None):
+                bad += 1
+                return
+            if hh.layout is not None:
+                layout = hh.layout
+            comm, p, t, ts, period, ev = (hh.comm, hh.pid, hh.tid, hh.time,
+                                          hh.period, hh.event)
+            inl = hh.rest
+        if ev is not None and not ev_all:
+            if ev_filter is None:
+                ev_filter = ev
+            if ev != ev_filter and ev.split(":", 1)[0] != ev_filter:
+                st.other_events += 1
+                append = dropped.append
+                return
+        pid, tid, tstr, inline = p, t, ts, inl
+        weight = period if period is not None else 1
+        rkey = (comm, p, t) if root_mode else comm
+        root = roots.get(rkey)
+        if root is None:
+            root = _root(comm, p, t, root_mode, res)
+            if len(roots) < 100000:
+                roots[rkey] = root
+        frames = []
+        append = frames.append
+        dyn = False
+        bx = None
+
+    def lines_in(lines):
+        """The line reader: any perf script text, a line at a time."""
+        nonlocal dyn, bx, bad
+        app = append
+        for line in lines:
             c = line[:1]
             if c == "\t":
                 fr = cache_get(line)
@@ -691,18 +968,15 @@ def process(f, opts, warn):
                     if fr is None:
                         continue
                 if fr:
-                    append(fr)
+                    app(fr)
                     if fr.dyn:
                         dyn = True
                 else:
                     bad += 1
                 continue
             if not c:
-                if frames is not None:
-                    flush(frames, root, pid, tid, tstr, weight, dyn, bx, inline)
-                    nsamples += 1
-                    frames = None
-                    append = orphans.append
+                close()
+                app = append
                 continue
             if c == "#":
                 continue                   # perf script --header comments
@@ -717,62 +991,192 @@ def process(f, opts, warn):
                 if frames is not None and ":" in s and " " not in s:
                     continue               # srcline line (-F +srcline)
                 # else: maybe a header without comm (-F without comm)
-            # a header line
+            open_sample(line, c)
+            app = append
+
+    # The block reader. Samples repeat: their callchain text (all the lines
+    # after the header, without the register line) is looked up whole in
+    # bcache, which holds its interned frames -- one dict lookup per sample
+    # instead of one per line. Anything unusual goes to the line reader.
+    bcache = {}                    # callchain text -> (frames, dyn, malformed) or None
+    bcache_get = bcache.get
+    bsize = [0]
+
+    def block(body):
+        """Parses a sample's callchain lines into bcache (None: the lines
+        are not all callchain lines, use the line reader)."""
+        ent = None
+        if not body:
+            ent = ((), False, 0, None)
+        else:
+            fl = []
+            d = False
+            nb = 0
+            for ln in body.split("\n"):
+                if ln[:1] != "\t":
+                    fl = None
+                    break
+                fr = cache_get(ln)
+                if fr is None:
+                    fr = miss(ln)
+                    if fr is None:
+                        continue
+                if fr:
+                    fl.append(fr)
+                    if fr.dyn:
+                        d = True
+                else:
+                    nb += 1
+            if fl is not None:
+                ent = (tuple(fl), d, nb, {} if d else None)
+        bsize[0] += len(body) + 100
+        if bsize[0] > BCACHE_BYTES:
+            bcache.clear()
+            bsize[0] = len(body) + 100
+        bcache[body] = ent
+        return ent
+
+    split_chunks = _CHUNK_SPLIT
+    pidtids = {}                   # "pid/tid" token -> (pid, tid)
+    carry = ""
+    for text in perfscript.read_texts(f, rstats):
+        nlines += 1                       # batches: only "was there any line?"
+        if carry:
+            text = carry + "\n" + text
+        chunks = split_chunks(text)       # each: a line at column 0 + indented lines
+        carry = chunks.pop()              # may go on in the next batch
+        if len(carry) > MAX_CARRY:
+            lines_in(carry.split("\n"))
+            carry = ""
+        for ch in chunks:
+            c = ch[:1]
+            if not c:                     # a blank line
+                if frames is not None:
+                    close()
+                continue
+            if c == "\t" or c == " " or c == "#" or layout is None:
+                lines_in(ch.split("\n"))
+                continue
+            i = ch.find("\n")
+            head = ch if i < 0 else ch[:i]
+            if "PERF_RECORD_" in head:
+                lines_in(ch.split("\n"))
+                continue
+            # the header, as parse_header_fast() does it
+            need, pi, ti, pe, evi = layout
+            toks = head.split()
+            n = len(toks)
+            if n < need:
+                lines_in(ch.split("\n"))
+                continue
+            ts = ev = period = None
+            if ti:
+                ts = toks[ti]
+                if ts[-1] != ":" or "." not in ts:
+                    lines_in(ch.split("\n"))
+                    continue
+                ts = ts[:-1]
+            if evi:
+                ev = toks[evi]
+                if ev[-1] != ":":
+                    lines_in(ch.split("\n"))
+                    continue
+                ev = ev[:-1]
+            pt = toks[pi]
+            pidtid = pidtids.get(pt)
+            if pidtid is None:
+                pidtid = perfscript._pidtid(pt)
+                if pidtid is None:
+                    lines_in(ch.split("\n"))
+                    continue
+                if len(pidtids) < 100000:
+                    pidtids[pt] = pidtid
+            if pe:
+                period = toks[pe]
+                if not period.isdigit():
+                    lines_in(ch.split("\n"))
+                    continue
+                period = int(period)
+            body = ch[i + 1:] if i >= 0 else ""
+            regs = None
+            r = body.rfind("\n") + 1      # the last line: registers (-F uregs)?
+            if body[r:r + 1] == " ":
+                regs = body[r:]
+                if not regs.startswith(" ABI:"):
+                    lines_in(ch.split("\n"))
+                    continue
+                body = body[:r - 1] if r else ""
+            ent = bcache_get(body, False)
+            if ent is False:
+                ent = block(body)
+            if ent is None:
+                lines_in(ch.split("\n"))
+                continue
             if frames is not None:
-                flush(frames, root, pid, tid, tstr, weight, dyn, bx, inline)
-                nsamples += 1
-                frames = None
-                append = orphans.append
+                close()
             if orphans:
                 bad += len(orphans)
                 orphans.clear()
-            toks = line.split()
-            h = parse_fast(toks, layout) if layout is not None and c != " " else None
-            if h is not None:
-                comm, pid, tid, tstr, period, ev = h
-                inline = None
-            else:
-                if "PERF_RECORD_" in line:
-                    if "MMAP" in line:
-                        path = perfscript.parse_mmap_path(line)
-                        if path:
-                            b = os.path.basename(path)
-                            if b.startswith("jit-") and b.endswith(".dump"):
-                                d = os.path.dirname(path)
-                                if d not in dirs_seen:
-                                    dirs_seen.add(d)
-                                    res.add_dir(d)
-                    continue
-                hh = parse_header(line)
-                if hh is None or (hh.comm is None and hh.pid is None and hh.tid is None):
-                    bad += 1
-                    continue
-                if hh.layout is not None:
-                    layout = hh.layout
-                comm, pid, tid, tstr, period, ev = (hh.comm, hh.pid, hh.tid, hh.time,
-                                                    hh.period, hh.event)
-                inline = hh.rest
             if ev is not None and not ev_all:
                 if ev_filter is None:
                     ev_filter = ev
                 if ev != ev_filter and ev.split(":", 1)[0] != ev_filter:
                     st.other_events += 1
                     continue
-            weight = period if period is not None else 1
-            rkey = (comm, pid, tid) if root_mode else comm
-            root = roots.get(rkey)
-            if root is None:
-                root = _root(comm, pid, tid, root_mode, res)
+            comm = toks[0] if n == need else " ".join(toks[:n - need + 1])
+            p, t = pidtid
+            rkey = (comm, p, t) if root_mode else comm
+            rt = roots.get(rkey)
+            if rt is None:
+                rt = _root(comm, p, t, root_mode, res)
                 if len(roots) < 100000:
-                    roots[rkey] = root
-            frames = []
-            append = frames.append
-            dyn = False
-            bx = None
+                    roots[rkey] = rt
+            fl, d, nb, bm = ent
+            if d:                         # flush(), with a memo in the block entry
+                if p is None and t is not None:
+                    p = pid_cache.get(t)
+                    if p is None:
+                        p = pid_cache[t] = res.pid_of(t)
+                m = bm.get(p)
+                out = None
+                if m is not None and m[0] == res.gen:
+                    if ts is None:
+                        out = m[2]
+                    else:
+                        try:
+                            if float(ts) >= m[1]:
+                                out = m[2]
+                        except ValueError:
+                            pass
+                if out is None:
+                    out = resolve_dyn(fl, p, ts)
+                    mm = dyn_memo.get((p, fl))
+                    if mm is not None and mm[1] is out:
+                        # valid from the stable time on (+2 us: perf prints us)
+                        bm[p] = (res.gen, mm[0] / 1e9 + 2e-6, out)
+                fl = out
+            leaf = None
+            if regs is not None and want_bx and fl and fl[0].interp:
+                b = parse_reg(regs, "BX")
+                if b is not None:
+                    leaf = folder.leaf_line(fl, b)
+            key = (rt, fl, leaf)
+            counts[key] = counts.get(key, 0) + (period if period is not None else 1)
+            nsamples += 1
+            if nb:
+                bad += nb
+    if carry:
+        lines_in(carry.split("\n"))
     if frames is not None:
         flush(frames, root, pid, tid, tstr, weight, dyn, bx, inline)
         nsamples += 1
     bad += len(orphans)
+    if res.nodump and any(v is not None for v in res.dumps.values()):
+        ps = sorted(res.nodump)
+        warn("no jit-PID.dump for pid %s%s: their Lua frames stay [unknown] (a forked "
+             "child that loaded no code of its own uses its parent's dump when perf "
+             "script runs with --show-task-events)"
+             % (", ".join(map(str, ps[:5])), ", ..." if len(ps) > 5 else ""))
 
     # Fold the distinct raw stacks.
     folded = {}
@@ -780,12 +1184,15 @@ def process(f, opts, warn):
     for (rt, fl, leaf), w in counts.items():
         names = fold(fl, leaf)
         names.insert(0, rt)
+        if folder.kinds is not None:
+            folder.note(rt, "root")
         s = ";".join(names)
         folded[s] = folded.get(s, 0) + w
     st.lines = nlines
     st.samples = nsamples
     st.bad = bad + rstats.huge + rstats.truncated
     st.event = ev_filter
+    st.kinds = folder.kinds
     return folded, st
 
 
@@ -793,6 +1200,15 @@ def write_folded(folded, out):
     w = out.write
     for s in sorted(folded):
         w("%s %d\n" % (s, folded[s]))
+
+
+def write_kinds(kinds, out):
+    """--kinds: `KIND<TAB>NAME` per printed frame name, sorted by name (a
+    name printed as frames of two kinds gets two lines)."""
+    w = out.write
+    for name in sorted(kinds):
+        for k in sorted(kinds[name]):
+            w("%s\t%s\n" % (k, name))
 
 
 def write_speedscope(folded, out, event, name):
@@ -871,6 +1287,10 @@ def make_parser():
                         "--show-mmap-events, jitted-*.so DSOs of perf inject), "
                         "$LUAJIT_PERF_DIR, then /tmp. Needed for Lua frames printed as "
                         "[unknown] (no inject) and for --lines")
+    p.add_argument("--kinds", metavar="FILE",
+                   help="also write what each printed frame is, one `KIND<TAB>NAME` "
+                        "line per frame name: root (comm), lua, trace, builtin, vm, "
+                        "c or kernel (used by ljperf to colour flame graphs)")
     p.add_argument("--event", metavar="NAME",
                    help="keep samples of this event (default: the first event seen; "
                         "'all' keeps every sample)")
@@ -933,6 +1353,14 @@ def main(argv=None):
     finally:
         if out_close is not None:
             out_close.close()
+
+    if opts.kinds:
+        try:
+            with open(opts.kinds, "w", encoding="utf-8", errors="replace") as kf:
+                write_kinds(st.kinds or {}, kf)
+        except OSError as e:
+            sys.stderr.write("%s: cannot write %s: %s\n" % (PROG, opts.kinds, e.strerror or e))
+            return 1
 
     if st.bad:
         sys.stderr.write("%s: skipped %d malformed lines\n" % (PROG, st.bad))

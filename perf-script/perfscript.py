@@ -40,6 +40,13 @@ def read_batches(f, stats, block=BLOCK, max_line=MAX_LINE):
     binary file F. Memory stays bounded by BLOCK + MAX_LINE whatever the
     input: an over-long line is dropped and counted in STATS.huge. A last
     line missing its newline is a truncated line: counted, not yielded."""
+    for text in read_texts(f, stats, block, max_line):
+        yield text.split("\n")
+
+
+def read_texts(f, stats, block=BLOCK, max_line=MAX_LINE):
+    """Like read_batches(), but yields each batch of complete lines as one
+    str, the lines joined by '\\n' (no newline at the end)."""
     carry = b""
     skipping = False          # inside an over-long line: drop up to '\n'
     read = f.read
@@ -68,10 +75,13 @@ def read_batches(f, stats, block=BLOCK, max_line=MAX_LINE):
             stats.huge += 1
             carry = b""
             skipping = True
-        lines = data[:j].decode("utf-8", "replace").split("\n")
+        text = data[:j].decode("utf-8", "replace")
         if j > max_line:
-            lines = _drop_huge(lines, stats, max_line)
-        yield lines
+            lines = _drop_huge(text.split("\n"), stats, max_line)
+            if not lines:
+                continue
+            text = "\n".join(lines)
+        yield text
     if carry and carry.strip():
         stats.truncated += 1
 

@@ -20,7 +20,19 @@ A real large capture (1.26M lines, root): build capture/fakevm.c, then
   perf script -i p.data -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs > rawF.txt
   perf inject --jit -i p.data -o j.data && perf script -i j.data > inject.txt
   bench.py --args "--jitdump $PWD" raw.txt inject.txt
-  bench.py --args "--lines --jit-tag --tid --jitdump $PWD" rawF.txt"""
+  bench.py --args "--lines --jit-tag --tid --jitdump $PWD" rawF.txt
+
+Against perf script itself (lj_merge must not be the slower end of the
+pipe): --perf-data P.data times `perf script -i P.data PERF-ARGS` (best of
+--runs, output to a file in a temporary directory), then lj_merge on that
+very output. The real patched VM, e.g. the demo (deep stacks) at 5 kHz:
+  LUAJIT_PERF=1 LUAJIT_PERF_DIR=$PWD perf record -k mono -g --call-graph fp \
+      --user-regs=bx -F 4999 -o demo.data build/examples/demo/fibdemo 7.5
+  perf inject --jit -i demo.data -o demo.jit.data
+  bench.py --perf-data demo.data --args "--jitdump $PWD"
+  bench.py --perf-data demo.jit.data --perf-args "-F comm,pid,tid,time,period,\
+      event,ip,sym,symoff,dso,uregs --show-task-events" --args "--jitdump $PWD"
+(and capture/real/jit.lua at 10 kHz for 8 s for short stacks)."""
 import argparse
 import os
 import resource
@@ -119,15 +131,53 @@ def bench(path, args, runs):
     return lines / wall
 
 
+def bench_perf_script(data, perf_args, runs):
+    """Times perf script on DATA; returns the path of its output (in a
+    temporary directory the caller removes)."""
+    d = tempfile.mkdtemp(prefix="lj_merge_bench.")
+    out = os.path.join(d, "script.txt")
+    cmd = ["perf", "script", "-i", data] + perf_args
+    best = None
+    for _ in range(runs):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        with open(out, "wb") as f:
+            p = subprocess.run(cmd, stdout=f, stderr=subprocess.PIPE)
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        if p.returncode != 0:
+            sys.exit("perf script failed (%d): %s" % (p.returncode, p.stderr.decode()[-300:]))
+        if best is None or wall < best[0]:
+            best = (wall, cpu)
+    lines = count_lines(out)
+    wall, cpu = best
+    print("perf script %s: %d lines, wall %.2f s = %.0f lines/s, cpu %.2f s = %.0f lines/s"
+          % (" ".join([os.path.basename(data)] + perf_args), lines, wall, lines / wall,
+             cpu, lines / cpu))
+    return d, out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*")
+    ap.add_argument("--perf-data", metavar="P.data",
+                    help="time perf script on it, then lj_merge on its output")
+    ap.add_argument("--perf-args", default="", help="perf script arguments")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--min-lines", type=int, default=1200000)
     ap.add_argument("--args", default=None,
                     help="lj_merge arguments (default: --jitdump fixtures/fakevm "
                          "for the built input, none for FILEs)")
     o = ap.parse_args()
+    if o.perf_data:
+        d, out = bench_perf_script(o.perf_data, o.perf_args.split(), o.runs)
+        try:
+            bench(out, o.args.split() if o.args else [], o.runs)
+        finally:
+            import shutil
+            shutil.rmtree(d, ignore_errors=True)
+        return
     if o.files:
         args = o.args.split() if o.args else []
         for f in o.files:

@@ -12,6 +12,8 @@ A case file (tests/lj_merge/cases/NAME.case):
 
 {fixtures} expands to the fixtures directory. The case passes when
 lj_merge exits 0 and prints exactly the expected lines (order ignored).
+`input:` may name several files (e.g. the same samples printed with and
+without perf inject): each of them must give exactly the expected lines.
 usage: run_case.py [--lj-merge PATH] CASE..."""
 import os
 import shlex
@@ -53,24 +55,27 @@ def parse_case(path):
 def run(lj_merge, path):
     case = parse_case(path)
     args = [a.replace("{fixtures}", FIXTURES) for a in shlex.split(case["args"])]
-    cmd = [sys.executable, lj_merge] + args + [os.path.join(FIXTURES, case["input"])]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    got = sorted(l for l in p.stdout.splitlines() if l.strip())
     want = sorted(case["expect"])
     name = os.path.basename(path)
-    if p.returncode != 0 or got != want:
-        print("FAIL %s (exit %d)\n  cmd: %s" % (name, p.returncode, " ".join(cmd)))
-        for l in want:
-            if l not in got:
-                print("  missing:    " + l)
-        for l in got:
-            if l not in want:
-                print("  unexpected: " + l)
-        if p.stderr:
-            print("  stderr: " + p.stderr.strip().replace("\n", "\n          "))
-        return False
-    print("ok   %s (%d stacks)" % (name, len(got)))
-    return True
+    ok = True
+    for inp in shlex.split(case["input"]):
+        cmd = [sys.executable, lj_merge] + args + [os.path.join(FIXTURES, inp)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        got = sorted(l for l in p.stdout.splitlines() if l.strip())
+        if p.returncode != 0 or got != want:
+            print("FAIL %s: %s (exit %d)\n  cmd: %s" % (name, inp, p.returncode, " ".join(cmd)))
+            for l in want:
+                if l not in got:
+                    print("  missing:    " + l)
+            for l in got:
+                if l not in want:
+                    print("  unexpected: " + l)
+            if p.stderr:
+                print("  stderr: " + p.stderr.strip().replace("\n", "\n          "))
+            ok = False
+        else:
+            print("ok   %s: %s (%d stacks)" % (name, inp, len(got)))
+    return ok
 
 
 def main():

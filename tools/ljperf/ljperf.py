@@ -1,0 +1,998 @@
+#!/usr/bin/env python3
+"""ljperf: one command from a LuaJIT program to a flame graph.
+
+  ljperf record [-o DIR] [-F HZ] [--duration S] -- CMD [ARGS...]
+  ljperf record -p PID [-o DIR] [-F HZ] [--duration S]
+  ljperf report DIR
+
+`record` runs CMD (or attaches to PID) under `perf record` with what the
+ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=bx),
+then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
+
+  flamegraph.html   interactive flame graph, one self-contained file
+  profile.folded    folded stacks (flamegraph.pl, speedscope, inferno ...)
+  profile.kinds     what each frame is (lj_merge --kinds)
+  perf.data         the recording; perf.jit.data after perf inject --jit
+  jit-PID.dump, jitted-PID-N.so, perf-PID.map, .debug/ (build-id cache),
+  ljperf.json (what was recorded), *.log (perf's own messages)
+
+`report DIR` renders profile.folded and flamegraph.html again from DIR's
+perf data (e.g. with other --lines/--keep-vm options).
+
+Messages go to stderr; the program's own output is left alone. Exit status:
+0 profile written (whatever the program's own exit status, which is
+printed), 1 error (one line on stderr), 2 bad arguments.
+"""
+
+import argparse
+import datetime
+import glob
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+PROG = "ljperf"
+PARANOID_FILE = "/proc/sys/kernel/perf_event_paranoid"
+DEFAULT_EVENT = "cycles:u"   # perf falls back to cpu-clock:u without a PMU
+DEFAULT_HZ = 999
+STOP_GRACE = 10.0            # seconds perf gets to stop after SIGINT
+
+# Where this script was started from (build/bin when run through the
+# symlink) and where its source is (tools/ljperf).
+BIN_DIR = os.path.dirname(os.path.abspath(__file__))
+SRC_DIR = os.path.dirname(os.path.realpath(__file__))
+
+
+class Fail(Exception):
+    """An error reported as one line; CODE is the exit status. RAW messages
+    are printed as they are (argparse's, which name the subcommand)."""
+
+    def __init__(self, msg, code=1, raw=False):
+        Exception.__init__(self, msg)
+        self.code = code
+        self.raw = raw
+
+
+def say(msg):
+    sys.stderr.write("%s: %s\n" % (PROG, msg))
+    sys.stderr.flush()
+
+
+def one_line(text, limit=300):
+    """The most telling line of a tool's stderr."""
+    lines = [ln.strip() for ln in (text or "").splitlines()
+             if ln.strip() and not ln.strip().endswith(":")]
+    for ln in lines:
+        low = ln.lower()
+        if "error" in low or "failed" in low or "cannot" in low or "not " in low:
+            return ln[:limit]
+    return (lines[-1] if lines else "no message")[:limit]
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+# -- Environment checks --------------------------------------------------------
+
+def need_perf():
+    perf = shutil.which("perf")
+    if not perf:
+        raise Fail("perf not found in PATH: install linux-perf "
+                   "(Debian: apt-get install linux-perf)")
+    return perf
+
+
+def privileged():
+    """Root, or CAP_PERFMON / CAP_SYS_ADMIN: perf_event_paranoid does not apply."""
+    for line in read_text("/proc/self/status").splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                caps = int(line.split()[1], 16)
+            except (IndexError, ValueError):
+                break
+            return bool(caps & (1 << 21 | 1 << 38))
+    return os.geteuid() == 0
+
+
+def paranoid_value():
+    """kernel.perf_event_paranoid (LJPERF_PARANOID_FILE: another file to read
+    it from, for tests), or None if unreadable."""
+    path = os.environ.get("LJPERF_PARANOID_FILE") or PARANOID_FILE
+    try:
+        return int(read_text(path).strip())
+    except ValueError:
+        return None
+
+
+def perf_probe(perf, event):
+    """Can perf sample EVENT in a child process of ours? (ok, stderr)"""
+    d = tempfile.mkdtemp(prefix="ljperf-probe-")
+    try:
+        r = subprocess.run([perf, "--buildid-dir", os.path.join(d, ".debug"), "record",
+                            "-q", "-N", "-e", event, "-o", os.path.join(d, "p.data"),
+                            "--", "true"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, errors="replace")
+        return r.returncode == 0, r.stderr
+    except OSError as e:
+        return False, str(e)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def paranoid_error(value):
+    return Fail("kernel.perf_event_paranoid is %d, ljperf needs <= 2: sampling the "
+                "user-space call graphs of your own processes is allowed up to 2, and "
+                "Debian kernels refuse all perf use at 3 to users without CAP_PERFMON "
+                "(fix: sudo sysctl kernel.perf_event_paranoid=2, or run as root)" % value)
+
+
+def check_access(perf, event):
+    """ljperf samples user space only (EVENT :u by default). Without
+    privileges that needs perf_event_paranoid <= 2; upstream kernels treat
+    higher values as 2, Debian's refuse everything at 3, so above 2 perf is
+    asked (a tiny probe) rather than guessed."""
+    if privileged():
+        return
+    value = paranoid_value()
+    if value is None or value <= 2:
+        return
+    ok, _ = perf_probe(perf, event)
+    if not ok:
+        raise paranoid_error(value)
+
+
+def resolve_command(name):
+    if os.sep in name:
+        if not os.path.exists(name):
+            raise Fail("command not found: %s" % name)
+        if os.path.isdir(name) or not os.access(name, os.X_OK):
+            raise Fail("cannot run %s: not an executable file" % name)
+        return name
+    found = shutil.which(name)
+    if not found:
+        raise Fail("command not found: %s" % name)
+    return found
+
+
+# -- Attaching: where a running process writes its jitdump ---------------------
+
+def proc_uid(pid):
+    for line in read_text("/proc/%d/status" % pid).splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[2])     # effective uid
+    return None
+
+
+def proc_environ(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        k, eq, v = item.partition(b"=")
+        if eq:
+            env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return env
+
+
+def attached_dump(pid):
+    """(path of the jit-PID.dump the process writes or None, where the
+    environment says it would be)."""
+    env = proc_environ(pid) or {}
+    expected = os.path.join(env.get("LUAJIT_PERF_DIR") or "/tmp", "jit-%d.dump" % pid)
+    suffix = "/jit-%d.dump" % pid
+    for line in read_text("/proc/%d/maps" % pid).splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].endswith(suffix):
+            return parts[5], expected
+    # /proc/PID/maps unreadable: trust the environment
+    if not read_text("/proc/%d/maps" % pid) and os.path.isfile(expected):
+        return expected, expected
+    return None, expected
+
+
+def check_target(pid):
+    if pid <= 0 or not os.path.isdir("/proc/%d" % pid):
+        raise Fail("no process with pid %d" % pid)
+    uid = proc_uid(pid)
+    if not privileged() and uid is not None and uid != os.geteuid():
+        raise Fail("cannot attach to pid %d: it runs as uid %d; run ljperf as that user "
+                   "or as root" % (pid, uid))
+    dump, expected = attached_dump(pid)
+    if dump is None:
+        raise Fail("pid %d is not writing a jitdump (no %s): start it with "
+                   "LUAJIT_PERF=1 under the ljperf-patched LuaJIT, or call "
+                   "jit.perf.start() in it" % (pid, expected))
+    return dump
+
+
+# -- Processes -----------------------------------------------------------------
+
+def children_of(ppid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = read_text("/proc/%s/stat" % d)
+        r = st.rfind(")")
+        if r < 0:
+            continue
+        f = st[r + 2:].split()
+        if len(f) > 1 and f[1] == str(ppid):
+            kids.append(int(d))
+    return kids
+
+
+def spare_fd():
+    """A copy of our stderr on a free descriptor 3..9 (sh redirects only
+    single-digit descriptors)."""
+    for fd in range(3, 10):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(2, fd, inheritable=False)
+            return fd
+    raise Fail("no free file descriptor in 3..9 to pass the program's stderr")
+
+
+def signame(sig):
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return "signal %d" % sig
+
+
+class Recording:
+    """perf record of a command or of a running process; stops it on
+    --duration, SIGINT/SIGTERM/SIGHUP to ljperf (Ctrl-C reaches perf and the
+    program too: same process group)."""
+
+    def __init__(self, argv, env, log, duration, pass_fd=None):
+        self.argv, self.env, self.log = argv, env, log
+        self.duration = duration
+        self.pass_fd = pass_fd
+        self.proc = None
+        self.stopped = False          # we sent SIGINT after --duration
+        self.stopped_at = None        # ... this many seconds in
+        self.killed = False           # the program ignored SIGTERM: SIGKILL
+        self.interrupted = None       # a signal ljperf got
+        self.elapsed = 0.0
+
+    def _on_signal(self, sig, frame):
+        self.interrupted = sig
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGINT)
+            except OSError:
+                pass
+
+    def run(self):
+        sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        old = {s: signal.signal(s, self._on_signal) for s in sigs}
+        try:
+            with open(self.log, "w") as logf:
+                t0 = time.monotonic()
+                try:
+                    self.proc = subprocess.Popen(
+                        self.argv, env=self.env, stderr=logf,
+                        pass_fds=(self.pass_fd,) if self.pass_fd is not None else ())
+                except OSError as e:
+                    raise Fail("cannot start perf: %s" % (e.strerror or e))
+                deadline = t0 + self.duration if self.duration else None
+                while True:
+                    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    try:
+                        self.proc.wait(timeout=timeout if timeout is None else min(timeout, 0.5))
+                        break
+                    except subprocess.TimeoutExpired:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            self.stopped = True
+                            self.stopped_at = time.monotonic() - t0
+                            self._stop()
+                            break
+                self.elapsed = time.monotonic() - t0
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        return self.proc.returncode
+
+    def _stop(self):
+        """SIGINT to perf: it stops recording, and SIGTERMs a program it
+        started (an attached process just keeps running)."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=STOP_GRACE)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        for kid in children_of(self.proc.pid):     # a program ignoring SIGTERM
+            try:
+                os.kill(kid, signal.SIGKILL)
+                self.killed = True
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise Fail("perf record did not stop after SIGINT; killed it")
+
+
+# -- Output directory ----------------------------------------------------------
+
+def make_outdir(path):
+    if path is None:
+        base = "ljperf-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        path, n = base, 1
+        while os.path.exists(path):
+            n += 1
+            path = "%s-%d" % (base, n)
+    path = os.path.abspath(path)
+    if os.path.exists(os.path.join(path, "perf.data")):
+        raise Fail("%s already holds a recording (perf.data): choose another -o DIR, "
+                   "or re-render it with `ljperf report %s`" % (path, path))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise Fail("cannot create %s: %s" % (path, e.strerror or e))
+    if not os.access(path, os.W_OK):
+        raise Fail("cannot write into %s" % path)
+    return path
+
+
+def perf_map(pid):
+    return "/tmp/perf-%d.map" % pid
+
+
+def dumps_in(d):
+    """{pid: path} of the jit-PID.dump files in D."""
+    out = {}
+    for p in glob.glob(os.path.join(d, "jit-*.dump")):
+        s = os.path.basename(p)[4:-5]
+        if s.isdigit():
+            out[int(s)] = p
+    return out
+
+
+# -- Post-processing -----------------------------------------------------------
+
+def lj_merge_argv():
+    p = os.path.join(BIN_DIR, "lj_merge")
+    if not os.path.exists(p):
+        p = os.path.join(SRC_DIR, os.pardir, os.pardir, "perf-script", "lj_merge.py")
+    if not os.path.exists(p):
+        raise Fail("lj_merge not found (looked next to ljperf and in perf-script/)")
+    return [sys.executable, p]
+
+
+def perf_event_name(perf, outdir, data):
+    r = subprocess.run([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "evlist",
+                        "-i", data], stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, errors="replace")
+    lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+    return lines[0] if r.returncode == 0 and lines else None
+
+
+def inject(perf, outdir, data, out):
+    """perf inject --jit; True if OUT was written."""
+    log = os.path.join(outdir, "perf-inject.log")
+    with open(log, "w") as logf:
+        r = subprocess.run([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "inject",
+                            "--jit", "-i", data, "-o", out],
+                           stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+    if r.returncode != 0 or not os.path.exists(out):
+        say("warning: perf inject --jit failed (%s); Lua frames are named from the "
+            "jitdump instead" % one_line(read_text(log)))
+        try:
+            os.unlink(out)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def fold(perf, outdir, data, opts):
+    """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds."""
+    fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
+    if opts.lines:
+        fields += ",uregs"        # lj_merge reads BX only for --lines
+    folded = os.path.join(outdir, "profile.folded")
+    kinds = os.path.join(outdir, "profile.kinds")
+    merge = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--kinds", kinds,
+                               "-o", folded]
+    for flag, opt in (("lines", "--lines"), ("keep_vm", "--keep-vm"),
+                      ("per_process", "--pid"), ("per_thread", "--tid")):
+        if getattr(opts, flag, False):
+            merge.append(opt)
+    slog = os.path.join(outdir, "perf-script.log")
+    with open(slog, "w") as slogf:
+        script = subprocess.Popen([perf, "--buildid-dir", os.path.join(outdir, ".debug"),
+                                   "script", "-i", data, "-F", fields,
+                                   # forks: a child without a jitdump of its
+                                   # own is named from its parent's
+                                   "--show-task-events"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=slogf)
+        try:
+            m = subprocess.Popen(merge, stdin=script.stdout, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        except OSError as e:
+            script.kill()
+            script.wait()
+            raise Fail("cannot run lj_merge: %s" % (e.strerror or e))
+        script.stdout.close()
+        _, merr = m.communicate()
+        script.wait()
+    merr = merr.decode("utf-8", "replace")
+    with open(os.path.join(outdir, "lj_merge.log"), "w") as f:
+        f.write(merr)
+    if script.returncode != 0:
+        raise Fail("perf script failed: %s" % one_line(read_text(slog)))
+    if m.returncode != 0:
+        raise Fail("lj_merge failed: %s" % one_line(merr))
+    return folded, kinds
+
+
+def load_folded(path):
+    """[(frames list, weight)] of a folded file; malformed lines are skipped."""
+    stacks = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            stack, sp, cnt = line.rpartition(" ")
+            if not sp or not stack:
+                continue
+            try:
+                w = int(cnt)
+            except ValueError:
+                try:
+                    w = float(cnt)
+                except ValueError:
+                    continue
+            if w > 0:
+                stacks.append((stack.split(";"), w))
+    return stacks
+
+
+def load_kinds(path):
+    """{name: set of kinds} from lj_merge --kinds output (empty if missing)."""
+    kinds = {}
+    for line in read_text(path).splitlines():
+        k, tab, name = line.partition("\t")
+        if tab:
+            kinds.setdefault(name, set()).add(k)
+    return kinds
+
+
+# -- Frame kinds (flame graph colours) -----------------------------------------
+
+# Colour classes, in the order the legend lists them. The palette itself is
+# in page/ljperf-page.js; docs/ljperf.md shows both.
+KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown")
+
+_VM_PREFIXES = ("lj_BC_", "lj_vm_", "lj_cont_", "lj_vmeta_", "lj_fff_")
+_RUNTIME_PREFIXES = ("lj_", "lua_", "luaL_", "luaJIT_", "luaopen_")
+_LUA_LABEL = re.compile(r"^(?:[^@;]*@)?[^@;]+:\d+(?::\d+)?$")
+_BUILTIN = re.compile(r"^(?:string|table|math|bit|io|os|debug|jit|ffi|package|buffer|"
+                      r"coroutine|file)[.:][A-Za-z_]\w*(?:\.\w+)*$")
+_PRIORITY = ("trace", "lua", "builtin", "vm", "kernel", "c")
+
+
+def frame_kind(name, said=None):
+    """Colour class of one folded frame below the root (comm) frame.
+
+    SAID is what `lj_merge --kinds` reported for NAME (a set of lua, trace,
+    builtin, vm, c, kernel); without it the kind is read from lj_merge's
+    naming (see lj_merge --help, "Frames"): `_[j]` suffix = JIT trace (with
+    --jit-tag), NAME@CHUNK:LINE or CHUNK:LINE[:CURLINE] = Lua function,
+    lj_BC_*/lj_vm_*/... = VM, string.byte/file:write/... = builtin, `_[k]` =
+    kernel (FlameGraph's convention), anything else = C.
+    Then C functions of LuaJIT itself (lj_*, lua_*, luaL_*, luaJIT_*,
+    luaopen_*: the runtime, GC, JIT compiler, C API) count as "vm", and
+    `[unknown]` (an address nothing names) is "unknown"."""
+    if name == "[unknown]":
+        return "unknown"
+    kind = None
+    if said:
+        for k in _PRIORITY:
+            if k in said:
+                kind = k
+                break
+    if kind is None:
+        if name.endswith("_[j]"):
+            kind = "trace"
+        elif name.endswith("_[k]"):
+            kind = "kernel"
+        elif name.startswith(_VM_PREFIXES):
+            kind = "vm"
+        elif _LUA_LABEL.match(name):
+            kind = "lua"
+        elif _BUILTIN.match(name):
+            kind = "builtin"
+        else:
+            kind = "c"
+    if kind == "c" and name.startswith(_RUNTIME_PREFIXES):
+        kind = "vm"
+    return kind
+
+
+def build_tree(stacks, kinds):
+    """Folded stacks -> the renderer's tree {n: name, v: total weight,
+    k: kind, c: [children]} under a root "all"; and the self weight of each
+    kind (what the legend shows)."""
+    cache = {}
+
+    def kind_of(name):
+        k = cache.get(name)
+        if k is None:
+            k = cache[name] = frame_kind(name, kinds.get(name))
+        return k
+
+    root = ["all", 0, "root", {}]
+    self_by_kind = {}
+    for frames, w in stacks:
+        node = root
+        node[1] += w
+        for depth, name in enumerate(frames):
+            ch = node[3].get(name)
+            if ch is None:
+                ch = node[3][name] = [name, 0, "root" if depth == 0 else kind_of(name), {}]
+            ch[1] += w
+            node = ch
+        self_by_kind[node[2]] = self_by_kind.get(node[2], 0) + w
+
+    def convert(n):
+        d = {"n": n[0], "v": n[1], "k": n[2]}
+        if n[3]:
+            d["c"] = []
+        return d
+
+    top = convert(root)
+    todo = [(root, top)]
+    while todo:
+        n, d = todo.pop()
+        for ch in n[3].values():
+            cd = convert(ch)
+            d["c"].append(cd)
+            if ch[3]:
+                todo.append((ch, cd))
+    return top, self_by_kind
+
+
+# -- HTML ----------------------------------------------------------------------
+
+def share_dir():
+    env = os.environ.get("LJPERF_SHARE")
+    cands = [env] if env else []
+    cands.append(os.path.join(BIN_DIR, os.pardir, "share", "ljperf"))
+    for d in cands:
+        if d and os.path.isfile(os.path.join(d, "d3-flamegraph.min.js")):
+            return os.path.normpath(d)
+    raise Fail("flame graph renderer not found in %s: build the project (cmake --build; "
+               "it runs npm ci for d3-flame-graph) or set LJPERF_SHARE"
+               % os.path.normpath(cands[-1]))
+
+
+def _script_safe(text):
+    """Text that cannot end the <script> element it is inlined in."""
+    return re.sub(r"</(script)", r"<\\/\1", text, flags=re.I).replace("<!--", "<\\!--")
+
+
+def json_for_html(obj):
+    s = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return (s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def render_html(stacks, kinds, meta, out):
+    share = share_dir()
+
+    def asset(name):
+        try:
+            with open(os.path.join(share, name), encoding="utf-8") as f:
+                return f.read()
+        except OSError as e:
+            raise Fail("cannot read renderer file %s: %s" % (name, e.strerror or e))
+
+    tree, self_by_kind = build_tree(stacks, kinds)
+    data = dict(meta)
+    data["tree"] = tree
+    data["total"] = tree["v"]
+    data["kindSelf"] = self_by_kind
+    title = meta.get("title") or "ljperf"
+    parts = {
+        "TITLE": html.escape("ljperf: " + title, quote=True),
+        "RENDERER": html.escape(" / ".join(
+            read_text(os.path.join(share, "renderer-versions.txt")).split("\n")).strip(" /")
+            or "d3-flame-graph, d3"),
+        "RENDERER_CSS": asset("d3-flamegraph.css").replace("</", "<\\/"),
+        "PAGE_CSS": asset("ljperf-page.css").replace("</", "<\\/"),
+        "DATA": json_for_html(data),
+        "D3": _script_safe(asset("d3.min.js")),
+        "FLAMEGRAPH": _script_safe(asset("d3-flamegraph.min.js")),
+        "PAGE_JS": _script_safe(asset("ljperf-page.js")),
+    }
+    page = re.sub(r"@@([A-Z_0-9]+)@@", lambda m: parts.get(m.group(1), m.group(0)),
+                  asset("flamegraph.html.in"))
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, out)
+
+
+# -- Commands ------------------------------------------------------------------
+
+def event_meta(event):
+    e = (event or "").split(":")[0]
+    if e in ("cpu-clock", "task-clock"):
+        return "ns"
+    return ""
+
+
+def render(perf, outdir, data, opts, meta):
+    folded, kinds_path = fold(perf, outdir, data, opts)
+    stacks = load_folded(folded)
+    if not stacks:
+        raise Fail("no samples: the profile is empty (did the program run long enough "
+                   "and use the CPU? try a longer run or a higher -F)")
+    event = perf_event_name(perf, outdir, data) or meta.get("event")
+    m = {"title": meta.get("title"), "event": event, "unit": event_meta(event),
+         "frequency": meta.get("frequency"), "recorded": meta.get("recorded"),
+         "duration": meta.get("duration"), "target": meta.get("target")}
+    html_out = os.path.join(outdir, "flamegraph.html")
+    try:
+        render_html(stacks, load_kinds(kinds_path), m, html_out)
+    except Fail as e:
+        raise Fail("%s (profile.folded is written: %s)" % (e, folded), e.code)
+    return folded, html_out, sum(w for _, w in stacks), event
+
+
+def print_result(outdir, folded, html_out, total, event, data):
+    unit = event_meta(event)
+    amount = ("%.2f s of %s" % (total / 1e9, event)) if unit == "ns" else \
+        ("%d %s" % (total, event or "events"))
+    say("profile: %s in %s" % (amount, outdir))
+    say("  flame graph    %s" % html_out)
+    say("  folded stacks  %s" % folded)
+    say("  perf data      %s  (perf report -i %s --buildid-dir %s)"
+        % (data, data, os.path.join(outdir, ".debug")))
+
+
+def cmd_record(opts):
+    cmd = list(opts.cmd or [])
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if opts.attach is not None and cmd:
+        raise Fail("give either -p PID or a command, not both", 2)
+    if opts.attach is None and not cmd:
+        raise Fail("nothing to record: give -- CMD [ARGS...] or -p PID", 2)
+    if opts.freq <= 0:
+        raise Fail("-F: the frequency must be > 0", 2)
+    if opts.duration is not None and opts.duration <= 0:
+        raise Fail("--duration: must be > 0 seconds", 2)
+    perf = need_perf()
+    event = opts.event or DEFAULT_EVENT
+    check_access(perf, event)
+    pid = opts.attach
+    dump_src = None
+    if pid is not None:
+        dump_src = check_target(pid)
+    else:
+        resolve_command(cmd[0])
+    outdir = make_outdir(opts.output)
+    data = os.path.join(outdir, "perf.data")
+    argv = [perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q",
+            "-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=bx",
+            "-F", str(opts.freq), "-o", data]
+    env = dict(os.environ)
+    errfd = None
+    if pid is not None:
+        argv += ["-p", str(pid)]
+        target = "pid %d" % pid
+    else:
+        # perf's messages go to perf-record.log, the program's stderr to ours:
+        # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
+        errfd = spare_fd()
+        argv += ["--", "/bin/sh", "-c", 'exec "$@" 2>&%d %d>&-' % (errfd, errfd),
+                 "sh"] + cmd
+        env["LUAJIT_PERF"] = "1"
+        env["LUAJIT_PERF_DIR"] = outdir
+        target = " ".join(cmd)
+    meta = {"title": target, "target": "pid" if pid is not None else "command",
+            "command": cmd, "pid": pid, "frequency": opts.freq, "event": event,
+            "recorded": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+    log = os.path.join(outdir, "perf-record.log")
+    rec = Recording(argv, env, log, opts.duration, errfd)
+    try:
+        try:
+            rc = rec.run()
+        finally:
+            if errfd is not None:
+                os.close(errfd)
+            if pid is None:
+                move_maps(outdir)
+        meta["duration"] = round(rec.elapsed, 3)
+        logtext = read_text(log)
+        if not os.path.exists(data) or os.path.getsize(data) == 0:
+            # perf could not start (it leaves an empty perf.data)
+            value = paranoid_value()
+            if "perf_event_paranoid" in logtext and value is not None and value > 2:
+                raise paranoid_error(value)
+            raise Fail("perf record failed: %s (log: %s)" % (one_line(logtext), log))
+        status = program_status(rc, rec, pid, cmd)
+        meta["status"] = status
+        for ln in logtext.splitlines():
+            if "lost" in ln.lower():
+                say("perf: " + ln.strip())
+        if pid is not None:
+            # Snapshot the process's jitdump (it keeps growing) and perf map.
+            try:
+                shutil.copyfile(dump_src, os.path.join(outdir, os.path.basename(dump_src)))
+            except OSError as e:
+                raise Fail("cannot copy %s: %s" % (dump_src, e.strerror or e))
+            if os.path.exists(perf_map(pid)):
+                try:
+                    shutil.copyfile(perf_map(pid), os.path.join(outdir, "perf-%d.map" % pid))
+                except OSError:
+                    pass
+            meta["jitdump"] = dump_src
+        elif not dumps_in(outdir):
+            raise Fail("%s does not use the ljperf-patched LuaJIT: no jitdump appeared in "
+                       "%s (LUAJIT_PERF=1 was set; is it linked with ljperf's "
+                       "build/lib/libluajit-5.1 or run by its build/bin/luajit? %s)"
+                       % (cmd[0], outdir, status))
+        meta["pids"] = sorted(dumps_in(outdir))
+        write_meta(outdir, meta)
+        src = data
+        jit = os.path.join(outdir, "perf.jit.data")
+        t_inject = time.time()
+        try:
+            if inject(perf, outdir, data, jit):
+                src = jit
+            if pid is not None:
+                remove_injected(os.path.dirname(dump_src), pid, t_inject)
+            folded, html_out, total, event = render(perf, outdir, src, opts, meta)
+        except Fail as e:
+            # one line: the error, and what happened to the program
+            raise Fail("%s [%s]" % (e, status), e.code)
+        say(status)
+        print_result(outdir, folded, html_out, total, event, src)
+        return 0
+    except KeyboardInterrupt:
+        raise Fail("interrupted", 130)
+
+
+def move_maps(outdir):
+    """The perf maps of the processes that wrote a jitdump into OUTDIR (the
+    VM always writes /tmp/perf-PID.map): a copy into OUTDIR, then removed."""
+    for p in sorted(dumps_in(outdir)):
+        if os.path.exists(perf_map(p)):
+            try:
+                shutil.copyfile(perf_map(p), os.path.join(outdir, "perf-%d.map" % p))
+                os.unlink(perf_map(p))
+            except OSError as e:
+                say("warning: cannot move %s into %s: %s"
+                    % (perf_map(p), outdir, e.strerror or e))
+
+
+def remove_injected(d, pid, since):
+    """perf inject writes jitted-PID-N.so next to the process's jitdump; for
+    an attached process that is outside DIR (e.g. /tmp). They are in DIR's
+    build-id cache: remove the ones this run wrote."""
+    for p in glob.glob(os.path.join(d, "jitted-%d-*.so" % pid)):
+        try:
+            if os.path.getmtime(p) >= since - 1:
+                os.unlink(p)
+        except OSError:
+            pass
+
+
+def program_status(rc, rec, pid, cmd):
+    if pid is not None:
+        alive = os.path.isdir("/proc/%d" % pid)
+        if rec.stopped:
+            return "detached from pid %d after %.1f s (--duration)" % (pid, rec.stopped_at)
+        if rec.interrupted:
+            return "detached from pid %d (%s)" % (pid, signame(rec.interrupted))
+        return "pid %d %s" % (pid, "is still running" if alive else "exited")
+    name = os.path.basename(cmd[0])
+    if rec.stopped:
+        return "%s stopped after %.1f s (--duration: perf sent it SIGTERM%s)" % (
+            name, rec.stopped_at,
+            "; it ignored that and was killed" if rec.killed else "")
+    if rec.interrupted or rc == -signal.SIGINT:
+        return "%s: recording interrupted (%s)" % (
+            name, signame(rec.interrupted or signal.SIGINT))
+    if rc < 0:
+        return "%s was killed by %s" % (name, signame(-rc))
+    return "%s exited with status %d" % (name, rc)
+
+
+def write_meta(outdir, meta):
+    try:
+        with open(os.path.join(outdir, "ljperf.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        raise Fail("cannot write into %s: %s" % (outdir, e.strerror or e))
+
+
+def cmd_report(opts):
+    outdir = os.path.abspath(opts.dir)
+    data = os.path.join(outdir, "perf.data")
+    if not os.path.isdir(outdir):
+        raise Fail("no such directory: %s" % opts.dir)
+    if not os.path.isfile(data):
+        raise Fail("%s has no perf.data (made by `ljperf record -o %s`?)" % (opts.dir, opts.dir))
+    perf = need_perf()
+    try:
+        meta = json.loads(read_text(os.path.join(outdir, "ljperf.json")) or "{}")
+    except ValueError:
+        meta = {}
+    if not meta.get("title"):
+        meta["title"] = os.path.basename(outdir)
+    jit = os.path.join(outdir, "perf.jit.data")
+    src = jit
+    if not os.path.isfile(jit) or os.path.getmtime(jit) < os.path.getmtime(data):
+        src = jit if inject(perf, outdir, data, jit) else data
+    try:
+        folded, html_out, total, event = render(perf, outdir, src, opts, meta)
+    except KeyboardInterrupt:
+        raise Fail("interrupted", 130)
+    print_result(outdir, folded, html_out, total, event, src)
+    return 0
+
+
+# -- Command line --------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Fail("%s: error: %s (see %s --help)" % (self.prog, message, self.prog), 2,
+                   raw=True)
+
+
+RECORD_HELP = """\
+Runs CMD under perf record, or attaches to a running process with -p, and
+writes DIR/flamegraph.html and DIR/profile.folded (see `ljperf --help`).
+
+CMD runs with LUAJIT_PERF=1 and LUAJIT_PERF_DIR=DIR, so its jitdump and the
+files perf inject makes stay in DIR; its /tmp/perf-PID.map is moved into DIR
+after the recording. CMD must use the ljperf-patched LuaJIT. Its stdin,
+stdout and stderr are yours; its exit status is printed, and the profile is
+written whatever it is.
+
+Stopping: when CMD exits; after --duration S seconds (perf stops and sends
+CMD SIGTERM; SIGKILL if it is still there 10 s later); or Ctrl-C (perf and
+CMD both get it, the profile is still written).
+
+-p PID attaches to a process started with LUAJIT_PERF set (or that called
+jit.perf.start()): its jitdump is found in /proc/PID/maps (or where
+LUAJIT_PERF_DIR in /proc/PID/environ, default /tmp, says) and copied into
+DIR; its perf map is copied, not removed (the process still writes it).
+Recording ends after --duration, on Ctrl-C, or when the process exits; the
+process keeps running.
+
+Permissions: ljperf samples user space only. Without root (CAP_PERFMON) that
+needs kernel.perf_event_paranoid <= 2 (Debian kernels: 3 forbids all perf
+use), and -p needs the process to run as your user."""
+
+REPORT_HELP = """\
+Renders DIR/profile.folded, DIR/profile.kinds and DIR/flamegraph.html again
+from DIR/perf.jit.data (running perf inject --jit first if it is missing or
+older than DIR/perf.data) and the jitdumps in DIR."""
+
+MAIN_HELP = __doc__ + """
+Flame graph colours (frame kinds)
+  Lua function      green   interpreted Lua code (NAME@CHUNK:LINE, CHUNK:LINE)
+  JIT trace         aqua    Lua code running as a compiled trace (NAME_[j])
+  builtin           yellow  LuaJIT library functions (string.byte, ffi.meta___call)
+  VM / runtime      purple  LuaJIT itself: lj_* (interpreter with --keep-vm,
+                            GC, JIT compiler, FFI), lua_*/luaL_* C API
+  C                 red     the host program and its libraries
+  kernel            orange  kernel frames (only with a non-:u -e EVENT)
+  process / all     grey    the root frames;  [unknown]: light grey
+  Search highlights matches in magenta. Click a frame to zoom in, click a
+  frame below it (or Reset zoom) to zoom out.
+"""
+
+
+def add_render_options(p):
+    g = p.add_argument_group("flame graph options (lj_merge)")
+    g.add_argument("--lines", action="store_true",
+                   help="Lua frames with their current line (LABEL:LINE)")
+    g.add_argument("--keep-vm", action="store_true",
+                   help="keep the VM's interpreter frames (lj_BC_*, lj_vm_*, ...)")
+    g.add_argument("--per-process", action="store_true",
+                   help="one tree per process (root frame comm-PID)")
+    g.add_argument("--per-thread", action="store_true",
+                   help="one tree per thread (root frame comm-PID/TID)")
+
+
+def make_parser():
+    p = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                description=MAIN_HELP)
+    sub = p.add_subparsers(dest="command", metavar="{record,report}",
+                           parser_class=_Parser)
+    r = sub.add_parser("record", help="record a program (or a running process) and "
+                                      "write its flame graph",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=RECORD_HELP,
+                       usage="%(prog)s [-o DIR] [-F HZ] [--duration S] [options] "
+                             "-- CMD [ARGS...]\n"
+                             "       %(prog)s -p PID [-o DIR] [-F HZ] [--duration S] "
+                             "[options]")
+    r.add_argument("-o", "--output", metavar="DIR",
+                   help="where everything goes (default: ./ljperf-YYYYmmdd-HHMMSS)")
+    r.add_argument("-F", "--freq", metavar="HZ", type=int, default=DEFAULT_HZ,
+                   help="samples per second (default: %d)" % DEFAULT_HZ)
+    r.add_argument("--duration", metavar="S", type=float,
+                   help="stop recording after S seconds (a started CMD is then "
+                        "terminated, an attached process keeps running)")
+    r.add_argument("-p", "--pid", dest="attach", metavar="PID", type=int,
+                   help="attach to this running process instead of starting CMD")
+    r.add_argument("-e", "--event", metavar="EVENT",
+                   help="perf event (default: %s, user space only; perf uses "
+                        "cpu-clock:u where there are no hardware counters)" % DEFAULT_EVENT)
+    add_render_options(r)
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD [ARGS...]",
+                   help="the program to run (after --)")
+    rp = sub.add_parser("report", help="render DIR's flame graph again",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description=REPORT_HELP)
+    rp.add_argument("dir", metavar="DIR", help="a directory made by ljperf record")
+    add_render_options(rp)
+    return p
+
+
+def main(argv=None):
+    p = make_parser()
+    opts = p.parse_args(argv)
+    if opts.command == "record":
+        return cmd_record(opts)
+    if opts.command == "report":
+        return cmd_report(opts)
+    p.print_help(sys.stderr)
+    return 2
+
+
+def entry():
+    try:
+        rc = main()
+    except Fail as e:
+        if e.raw:
+            sys.stderr.write(str(e) + "\n")
+        else:
+            say(str(e))
+        rc = e.code
+    except KeyboardInterrupt:
+        say("interrupted")
+        rc = 130
+    except BrokenPipeError:
+        rc = 141
+    except SystemExit:
+        raise
+    except BaseException as e:          # never a traceback
+        say("internal error: %s: %s" % (type(e).__name__, str(e).splitlines()[0]
+                                         if str(e) else ""))
+        rc = 3
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    entry()

@@ -40,7 +40,21 @@
 
 #define PERF_ALL	(LJ_PERF_MAP|LJ_PERF_JITDUMP|LJ_PERF_FRAMES)
 #define PERF_EMIT	(LJ_PERF_MAP|LJ_PERF_JITDUMP)
+/* perfmask bit private to this file: describe everything at the next chunk
+** load. Set when output starts on a state that has no prototypes yet (at
+** lua_newstate): the standard library's Lua functions (table.remove, ...)
+** are created afterwards by luaL_openlibs, which loads no chunk.
+*/
+#define PERF_RESCAN	0x80u
 #define PERF_NAMESZ	512	/* Longest symbol name; longer ones are cut. */
+#define PERF_PARTMAX	120	/* Longest chunk or function name in a label:
+				** TRACE_N::CHUNK:LINE::NAME@CHUNK:LINE stays
+				** below PERF_NAMESZ, so labels keep their lines.
+				** Chunk names are DWARF file names in perf's
+				** jitted-*.so: libdw (elfutils 0.188) loses the
+				** line table when one is longer than 122 bytes
+				** (extended opcode length >= 128: two-byte ULEB).
+				*/
 
 /* -- Parts ---------------------------------------------------------------- */
 
@@ -91,6 +105,28 @@ static void pb_put(PerfBuf *b, const char *s, size_t len)
 
 static void pb_str(PerfBuf *b, const char *s) { pb_put(b, s, strlen(s)); }
 
+/* Appends at most PERF_PARTMAX bytes of S: a longer S is cut to its head
+** (TAIL == 0) or its tail, marked by "...", never inside a UTF-8 sequence.
+*/
+static void pb_part(PerfBuf *b, const char *s, size_t len, int tail)
+{
+  if (len > PERF_PARTMAX) {
+    size_t keep = PERF_PARTMAX - 3;
+    if (tail) {
+      s += len - keep;
+      while (keep > 0 && ((unsigned char)*s & 0xc0) == 0x80) { s++; keep--; }
+      pb_str(b, "...");
+      pb_put(b, s, keep);
+    } else {
+      while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80) keep--;
+      pb_put(b, s, keep);
+      pb_str(b, "...");
+    }
+  } else {
+    pb_put(b, s, len);
+  }
+}
+
 static void pb_int(PerfBuf *b, long v)
 {
   char tmp[24];
@@ -98,23 +134,33 @@ static void pb_int(PerfBuf *b, long v)
   pb_str(b, tmp);
 }
 
+/* A Lua function of the standard library (lj_lib.c lib_read_lfunc): its
+** chunk name is its name in the library table, its first line ~0.
+*/
+static int perf_isbuiltin(GCproto *pt)
+{
+  return pt->firstline == ~(BCLine)0;
+}
+
 /* Readable, safe chunk name: "@path" -> path, "=name" -> name, source text
-** (load("...")) -> string_<hash of the text>. No ':' (labels end in :LINE,
-** trace names are split at "::").
+** (load("...")) -> string_<hash of the text>, library functions -> builtin.
+** No ':' (labels end in :LINE, trace names are split at "::").
 */
 static void pb_chunk(PerfBuf *b, GCproto *pt)
 {
   GCstr *cs = proto_chunkname(pt);
   const char *s = strdata(cs);
   size_t len = cs->len;
-  if (len > 0 && (s[0] == '@' || s[0] == '=')) {
+  if (perf_isbuiltin(pt)) {
+    pb_str(b, "builtin");
+  } else if (len > 0 && (s[0] == '@' || s[0] == '=')) {
     size_t n0 = b->n;
     s++; len--;
     if (len >= 2 && s[0] == '.' && s[1] == '/') { s += 2; len -= 2; }
     if (len >= 2 && ((s[0] == '(' && s[len-1] == ')') ||
 		     (s[0] == '[' && s[len-1] == ']'))) { s++; len -= 2; }
     if (len == 0) pb_str(b, "?");
-    else pb_put(b, s, len);
+    else pb_part(b, s, len, 1);  /* A long path: its tail names the file. */
     for (; n0 < b->n; n0++)
       if (b->p[n0] == ':') b->p[n0] = '_';
   } else {
@@ -217,10 +263,18 @@ static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
   return pc + 1 < pt->sizebc ? pb_slot(b, pt, pc + 1, a, 1) : 0;
 }
 
-/* Label of a prototype: [NAME@]CHUNK:LINE. NAME may be NULL. */
+/* Label of a prototype: [NAME@]CHUNK:LINE. NAME may be NULL. Library
+** functions: NAME@builtin:0, NAME their key in the library (remove, ...).
+*/
 static void pb_label(PerfBuf *b, GCproto *pt, const char *name)
 {
-  if (name && *name) { pb_str(b, name); pb_str(b, "@"); }
+  if (perf_isbuiltin(pt)) {
+    GCstr *cs = proto_chunkname(pt);
+    pb_part(b, strdata(cs), cs->len, 0);
+    pb_str(b, "@builtin:0");
+    return;
+  }
+  if (name && *name) { pb_part(b, name, strlen(name), 0); pb_str(b, "@"); }
   pb_chunk(b, pt);
   pb_str(b, ":");
   pb_int(b, (long)pt->firstline);
@@ -456,7 +510,7 @@ static int ps_has(PerfSet *ps, void *p)
 /* Describes every live prototype and trace of G (start, fork). Prototypes
 ** with a parent are described (and named) from their parent.
 */
-static void perf_all(global_State *g)
+static size_t perf_all(global_State *g)
 {
   GCobj *o;
   size_t n = 0;
@@ -482,6 +536,7 @@ static void perf_all(global_State *g)
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
       perf_trace(gco2trace(o));
+  return n;
 }
 
 /* Starts a batch of descriptions: handles a fork (describe everything for
@@ -499,6 +554,11 @@ void lj_perf_chunk(lua_State *L, GCproto *pt)
 {
   global_State *g = G(L);
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
+  if ((g->perfmask & PERF_RESCAN)) {  /* Library functions, then PT. */
+    g->perfmask &= ~PERF_RESCAN;
+    perf_all(g);
+    return;
+  }
   perf_proto(pt, NULL);
   perf_children(pt);
 }
@@ -512,6 +572,24 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
 
 /* -- Switching ------------------------------------------------------------ */
 
+/* The outputs are process-wide and stay open while the process lives:
+** stopping or closing a lua_State only ends describing its code. They are
+** closed (jitdump CODE_CLOSE) at exit. Never earlier: perf inject stops
+** reading a dump at CODE_CLOSE, so whatever a later lua_State or a restart
+** appended would be lost.
+*/
+static pthread_once_t perf_once = PTHREAD_ONCE_INIT;
+
+static void perf_atexit(void)
+{
+  ljp_emit_close();
+}
+
+static void perf_register_atexit(void)
+{
+  (void)atexit(perf_atexit);
+}
+
 /* Turns on the parts in MASK for L's universe. Returns the parts that
 ** failed to start.
 */
@@ -520,16 +598,18 @@ static unsigned perf_start(lua_State *L, unsigned mask)
   global_State *g = G(L);
   unsigned failed = 0, emit = mask & PERF_EMIT;
   if (emit) {
-    unsigned open = ljp_emit_open(perf_writers(emit), NULL);
-    unsigned got = ((open & LJP_MAP) ? LJ_PERF_MAP : 0) |
-		   ((open & LJP_JITDUMP) ? LJ_PERF_JITDUMP : 0);
-    unsigned had = g->perfmask & PERF_EMIT;
+    unsigned open, got, had;
+    pthread_once(&perf_once, perf_register_atexit);
+    open = ljp_emit_open(perf_writers(emit), NULL);
+    got = ((open & LJP_MAP) ? LJ_PERF_MAP : 0) |
+	  ((open & LJP_JITDUMP) ? LJ_PERF_JITDUMP : 0);
+    had = g->perfmask & PERF_EMIT;
     failed |= emit & ~got;
     g->perfmask |= emit & got;
     if ((g->perfmask & PERF_EMIT) & ~had) {  /* New output: describe all. */
       int fresh;
       ljp_emit_begin(&fresh);
-      perf_all(g);
+      if (perf_all(g) == 0) g->perfmask |= PERF_RESCAN;
     }
   }
   if ((mask & LJ_PERF_FRAMES)) {
@@ -544,6 +624,7 @@ static void perf_stop(lua_State *L, unsigned mask)
   global_State *g = G(L);
   if ((mask & LJ_PERF_FRAMES)) lj_fprec_stop(L);
   g->perfmask &= ~mask;
+  if (!(g->perfmask & PERF_EMIT)) g->perfmask &= ~PERF_RESCAN;
 }
 
 static unsigned perf_status(global_State *g)

@@ -1,7 +1,8 @@
 /*
 ** ljperf emitter: the public entry points of ljperf_emit.h. One process-wide
 ** lock serialises the writers (perfmap.c, jitdump.c); a fork is detected by
-** pid and gives the child its own files.
+** pid (cached; the atfork child handler forgets it) and gives the child its
+** own files.
 */
 #include "ljperf_emit_common.h"
 
@@ -11,12 +12,26 @@ static pid_t owner;		/* pid the outputs belong to; 0: never opened */
 static unsigned want;		/* outputs requested by open, not yet closed */
 static int fresh_pending;	/* reopened after fork, not yet told to caller */
 static char jd_dir[PATH_MAX];	/* resolved jitdump directory */
+static pid_t cur_pid;		/* getpid() cache, reset in a fork child */
+static int batch;		/* open batches: >0 defers writes */
+
+static pid_t my_pid(void)
+{
+  if (!cur_pid) cur_pid = getpid();
+  return cur_pid;
+}
 
 /* fork() while another thread holds the lock must not leave the child's
 ** copy locked forever: hold it across fork (glibc runs these handlers). */
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&lock); }
-static void fork_child(void) { pthread_mutex_unlock(&lock); }
+static void fork_child(void)
+{
+  cur_pid = 0;
+  batch = 0;
+  ljp_jd_forget_tid();
+  pthread_mutex_unlock(&lock);
+}
 static void register_atfork(void)
 {
   (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -37,7 +52,7 @@ static void open_outputs(unsigned mask)
 ** them and open the wanted ones for our pid. */
 static void check_fork(void)
 {
-  pid_t pid = getpid();
+  pid_t pid = my_pid();
   if (owner == pid) return;
   ljp_map_abandon();
   ljp_jd_abandon();
@@ -86,21 +101,41 @@ void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 {
   pthread_mutex_lock(&lock);
   check_fork();
-  if (ljp_map_isopen()) ljp_map_load(addr, size, name);
-  if (ljp_jd_isopen()) ljp_jd_load(addr, size, name, bytes, lines, nlines);
+  if (ljp_map_isopen()) ljp_map_load(addr, size, name, batch > 0);
+  if (ljp_jd_isopen()) ljp_jd_load(addr, size, name, bytes, lines, nlines, batch > 0);
+  pthread_mutex_unlock(&lock);
+}
+
+void ljp_emit_batch_begin(void)
+{
+  pthread_mutex_lock(&lock);
+  batch++;
+  pthread_mutex_unlock(&lock);
+}
+
+void ljp_emit_batch_end(void)
+{
+  pthread_mutex_lock(&lock);
+  if (batch > 0 && --batch == 0) {
+    check_fork();
+    if (ljp_map_isopen()) ljp_map_flush();
+    if (ljp_jd_isopen()) ljp_jd_flush();
+  }
   pthread_mutex_unlock(&lock);
 }
 
 void ljp_emit_close(void)
 {
   pthread_mutex_lock(&lock);
-  if (owner == getpid()) {
+  if (owner == my_pid()) {
+    if (ljp_map_isopen()) ljp_map_flush();
+    if (ljp_jd_isopen()) ljp_jd_flush();
     ljp_map_close();
     ljp_jd_close();
   } else {  /* fork child that never called in: inherited, do not write */
     ljp_map_abandon();
     ljp_jd_abandon();
-    owner = getpid();
+    owner = my_pid();
   }
   want = 0;
   fresh_pending = 0;

@@ -61,6 +61,7 @@ static struct {
   uint64_t index;	/* code_index of the next CODE_LOAD */
   char path[PATH_MAX];
   LJPBuf buf;		/* record scratch */
+  LJPBuf pend;		/* records of a batch, not yet written */
   uint64_t *seen;	/* hash set of code-byte hashes (0 = empty slot) */
   size_t seen_mask, seen_count;
 } J = { .fd = -1 };
@@ -70,6 +71,14 @@ static uint64_t now_ns(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static __thread uint32_t tid_cache;
+void ljp_jd_forget_tid(void) { tid_cache = 0; }
+static uint32_t my_tid(void)
+{
+  if (!tid_cache) tid_cache = (uint32_t)syscall(SYS_gettid);
+  return tid_cache;
 }
 
 static inline void put32(char *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -82,6 +91,7 @@ static void jd_release(void)
   if (J.fd >= 0) close(J.fd);
   J.fd = -1;
   ljp_buf_free(&J.buf);
+  ljp_buf_free(&J.pend);
 }
 
 /* Disables the output: drops a partial record, prints one line. */
@@ -240,8 +250,18 @@ static int put_debug_info(uint64_t ts, uint64_t addr, uint64_t size,
   return 0;
 }
 
+void ljp_jd_flush(void)
+{
+  if (J.fd < 0 || !J.pend.len) return;
+  struct iovec iov = { J.pend.p, J.pend.len };
+  size_t n = J.pend.len;
+  J.pend.len = 0;
+  if (ljp_writev_all(J.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return; }
+  J.off += (off_t)n;
+}
+
 void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
-		 const void *bytes, const LJPLine *lines, size_t nlines)
+		 const void *bytes, const LJPLine *lines, size_t nlines, int defer)
 {
   uint64_t ts = now_ns();
   const void *code = bytes ? bytes : (const void *)(uintptr_t)addr;
@@ -275,11 +295,20 @@ void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
   put32(p + 4, (uint32_t)total);
   put64(p + 8, ts);
   put32(p + 16, (uint32_t)J.pid);
-  put32(p + 20, (uint32_t)syscall(SYS_gettid));
+  put32(p + 20, my_tid());
   put64(p + 24, addr);			/* vma */
   put64(p + 32, addr);			/* code_addr */
   put64(p + 40, size);
   put64(p + 48, J.index);
+  if (defer) {
+    if (ljp_buf_reserve(&J.pend, J.buf.len + (size_t)size) < 0) goto nomem;
+    memcpy(J.pend.p + J.pend.len, J.buf.p, J.buf.len);
+    memcpy(J.pend.p + J.pend.len + J.buf.len, code, (size_t)size);
+    J.pend.len += J.buf.len + (size_t)size;
+    J.index++;
+    if (J.pend.len >= 262144) ljp_jd_flush();
+    return;
+  }
   struct iovec iov[2] = { { J.buf.p, J.buf.len }, { (void *)code, (size_t)size } };
   if (ljp_writev_all(J.fd, iov, size ? 2 : 1) < 0) { jd_fail(NULL, errno); return; }
   J.off += (off_t)(J.buf.len + size);

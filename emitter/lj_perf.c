@@ -507,14 +507,15 @@ static int ps_has(PerfSet *ps, void *p)
   return 0;
 }
 
-/* Describes every live prototype and trace of G (start, fork). Prototypes
-** with a parent are described (and named) from their parent.
+/* Describes every live prototype and trace of G (start, fork) in one
+** batch. Prototypes with a parent are described (and named) from it.
 */
 static size_t perf_all(global_State *g)
 {
   GCobj *o;
   size_t n = 0;
   PerfSet ps;
+  ljp_emit_batch_begin();
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TPROTO) n++;
   for (ps.mask = 15; ps.mask < 2*n; ps.mask = 2*ps.mask + 1) ;
@@ -536,6 +537,7 @@ static size_t perf_all(global_State *g)
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
       perf_trace(gco2trace(o));
+  ljp_emit_batch_end();
   return n;
 }
 
@@ -554,13 +556,15 @@ void lj_perf_chunk(lua_State *L, GCproto *pt)
 {
   global_State *g = G(L);
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
+  ljp_emit_batch_begin();
   if ((g->perfmask & PERF_RESCAN)) {  /* Library functions, then PT. */
     g->perfmask &= ~PERF_RESCAN;
     perf_all(g);
-    return;
+  } else {
+    perf_proto(pt, NULL);
+    perf_children(pt);
   }
-  perf_proto(pt, NULL);
-  perf_children(pt);
+  ljp_emit_batch_end();
 }
 
 void lj_perf_trace(jit_State *J, GCtrace *T)

@@ -10,8 +10,9 @@
 ** - Never abort or block the host program: an I/O error (ENOSPC, EROFS,
 **   EACCES, ...) closes the failing output, prints one line on stderr and
 **   leaves the program running. Later calls are no-ops for that output.
-** - Every record is written with one write(2), so a crash leaves a valid
-**   file up to the last complete record.
+** - Records are written whole: one write(2) per record, or per batch (see
+**   ljp_emit_batch_begin), so a crash leaves a valid file up to the last
+**   record or batch written.
 ** - Thread-safe: several lua_States in several threads may call in.
 ** - fork: the first call in a child closes the inherited outputs without
 **   writing to them and opens new files for the child's pid.
@@ -50,6 +51,13 @@ unsigned ljp_emit_begin(int *fresh);
 ** before the CODE_LOAD; the writer appends the closing entry at addr+size. */
 void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 		   const void *bytes, const LJPLine *lines, size_t nlines);
+
+/* Batches (nest; process-wide, so records of all threads keep their time
+** order): from the first begin to the last end, records are collected and
+** written with one write(2) per output at the end, or whenever 256 KiB are
+** pending. Between them the calling thread must not block. */
+void ljp_emit_batch_begin(void);
+void ljp_emit_batch_end(void);
 
 /* Flushes and closes all outputs (a jitdump CODE_CLOSE record is written). */
 void ljp_emit_close(void);

@@ -170,7 +170,8 @@ static inline uint64_t ljp_hash(uint64_t h, const void *p, size_t n)
 ** for this pid). abandon: close without writing (inherited after fork). */
 LJP_HIDDEN int ljp_map_open(pid_t pid);
 LJP_HIDDEN int ljp_map_isopen(void);
-LJP_HIDDEN void ljp_map_load(uint64_t addr, uint64_t size, const char *name);
+LJP_HIDDEN void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer);
+LJP_HIDDEN void ljp_map_flush(void);
 LJP_HIDDEN void ljp_map_close(void);
 LJP_HIDDEN void ljp_map_abandon(void);
 
@@ -178,7 +179,9 @@ LJP_HIDDEN void ljp_map_abandon(void);
 LJP_HIDDEN int ljp_jd_open(pid_t pid, const char *dir);
 LJP_HIDDEN int ljp_jd_isopen(void);
 LJP_HIDDEN void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
-			    const void *bytes, const LJPLine *lines, size_t nlines);
+			    const void *bytes, const LJPLine *lines, size_t nlines, int defer);
+LJP_HIDDEN void ljp_jd_flush(void);
+LJP_HIDDEN void ljp_jd_forget_tid(void);
 LJP_HIDDEN void ljp_jd_close(void);
 LJP_HIDDEN void ljp_jd_abandon(void);
 

@@ -27,6 +27,7 @@ static struct {
   off_t off;		/* end of the last complete line */
   char path[64];
   LJPBuf line;		/* scratch for one line */
+  LJPBuf pend;		/* lines of a batch, not yet written */
   MapEnt *set;		/* open addressing, size mask+1 (power of 2) or NULL */
   size_t mask, count;
 } M = { .fd = -1 };
@@ -103,7 +104,17 @@ int ljp_map_open(pid_t pid)
 
 int ljp_map_isopen(void) { return M.fd >= 0; }
 
-void ljp_map_load(uint64_t addr, uint64_t size, const char *name)
+void ljp_map_flush(void)
+{
+  if (M.fd < 0 || !M.pend.len) return;
+  struct iovec iov = { M.pend.p, M.pend.len };
+  size_t n = M.pend.len;
+  M.pend.len = 0;
+  if (ljp_writev_all(M.fd, &iov, 1) < 0) { map_fail(NULL, errno); return; }
+  M.off += (off_t)n;
+}
+
+void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer)
 {
   char head[40];
   int hn = snprintf(head, sizeof(head), "%" PRIx64 " %" PRIx64 " ", addr, size);
@@ -125,6 +136,13 @@ void ljp_map_load(uint64_t addr, uint64_t size, const char *name)
   e->addr = addr; e->size = size; e->hash = h; e->name = copy;
   M.count++;
   M.line.p[M.line.len - 1] = '\n';  /* NUL -> newline: the full line */
+  if (defer) {
+    if (ljp_buf_reserve(&M.pend, M.line.len) < 0) goto nomem;
+    memcpy(M.pend.p + M.pend.len, M.line.p, M.line.len);
+    M.pend.len += M.line.len;
+    if (M.pend.len >= 262144) ljp_map_flush();
+    return;
+  }
   struct iovec iov = { M.line.p, M.line.len };
   if (ljp_writev_all(M.fd, &iov, 1) < 0) { map_fail(NULL, errno); return; }
   M.off += (off_t)M.line.len;
@@ -138,6 +156,7 @@ void ljp_map_close(void)
   if (M.fd >= 0) close(M.fd);
   M.fd = -1;
   ljp_buf_free(&M.line);
+  ljp_buf_free(&M.pend);
   /* M.set stays: it describes the file, which a reopen appends to. */
 }
 
@@ -146,6 +165,7 @@ void ljp_map_abandon(void)
   if (M.fd >= 0) close(M.fd);  /* the parent's file: no writes */
   M.fd = -1;
   ljp_buf_free(&M.line);
+  ljp_buf_free(&M.pend);
   map_set_free();
   M.pid = 0; M.failed = 0; M.created = 0;
 }

@@ -34,6 +34,7 @@
 #include "lj_jit.h"
 #include "lj_ir.h"
 #include "lj_dispatch.h"
+#include "lj_target.h"
 #include "lj_fprec.h"
 #include "lj_perf.h"
 #include "ljperf_emit.h"
@@ -487,6 +488,29 @@ static void perf_trace(GCtrace *T)
   free(pl.v);
 }
 
+/* Exit stub groups: code asm_exitstub_gen puts at the bottom of the mcode
+** area (a push per exit, one more push, a jmp rel32 to the exit handler).
+** Each group is described once per address (J->perfstubs); ALL: again.
+*/
+static void perf_stubs(jit_State *J, int all)
+{
+#ifdef EXITSTUBS_PER_GROUP  /* x86/x64: pushes, a push, [mov], jmp rel32. */
+#define PERF_STUBGROUP_SIZE \
+  (EXITSTUB_SPACING*EXITSTUBS_PER_GROUP + 2 + (LJ_GC64 ? 0 : 8) + 5)
+  int i;
+  for (i = 0; i < LJ_MAX_EXITSTUBGR; i++) {
+    MCode *p = J->exitstubgroup[i];
+    if (p && (all || p != J->perfstubs[i])) {
+      J->perfstubs[i] = p;
+      ljp_emit_load((uint64_t)(uintptr_t)p, PERF_STUBGROUP_SIZE,
+		    "lj_vm_exit_stubs", NULL, NULL, 0);
+    }
+  }
+#else
+  UNUSED(J); UNUSED(all);
+#endif
+}
+
 /* Pointer set (open addressing) of prototypes that have a live parent. */
 typedef struct PerfSet { void **v; size_t mask; } PerfSet;
 
@@ -537,6 +561,7 @@ static size_t perf_all(global_State *g)
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
       perf_trace(gco2trace(o));
+  perf_stubs(G2J(g), 1);
   ljp_emit_batch_end();
   return n;
 }
@@ -571,6 +596,7 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
 {
   global_State *g = J2G(J);
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
+  perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
   perf_trace(T);
 }
 

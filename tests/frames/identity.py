@@ -46,7 +46,7 @@ CASES = {
                                  "cmod_burn"]], 400000, 400000),
     "tailvararg": ("spin", [["main", "driver", "vb", "spin"]], 2000, 20000),
     "metamethods": ("spin", [["main", "driver", "usemm", mm, "spin"] for mm in
-                             ("__index", "__newindex", "__call", "__lt")], 500, 2000),
+                             ("__index", "__newindex", "__call", "__lt", "__eq")], 500, 2000),
     "finalizers": ("spin", [["main", "driver", "__gc", "spin"],
                             ["main", "driver", "make", "__gc", "spin"]], 2000, 10000),
     "hooks": ("spin", [["main", "driver", "work", "hook", "spin"]], 300, 12000),

@@ -213,9 +213,12 @@ class Fr:
 
 
 def name_frame(name, load=None, off=None):
-    """A frame named by jitdump/perf map/jitted .so: trace or Lua label."""
+    """A frame named by jitdump/perf map/jitted .so: trace, VM code the VM
+    describes itself (lj_vm_exit_stubs) or Lua label."""
     t = parse_trace_name(name)
-    if t is not None:
+    if t is None and name.startswith(_VM_PREFIXES):
+        fr = Fr(K_VM, name)
+    elif t is not None:
         fr = Fr(K_TRACE, name)
         fr.label, fr.tline = t
     else:
@@ -779,6 +782,9 @@ def process(f, opts, warn):
             fr = None                        # a tab-only line: ignored
         else:
             fr = make_frame(text) or False   # False: malformed
+            if fr and fr.dyn and fr.addr == 0:
+                fr = None                    # return address 0: the bottom of a
+                                             # coroutine stack, not a frame
         if fr and fr.index is not None:
             # perf inject writes jitted-PID-N.so next to jit-PID.dump
             if fr.pid not in dirs_seen_jit:

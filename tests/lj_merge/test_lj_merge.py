@@ -297,6 +297,22 @@ class JitdumpFallback(TmpDir):
             "lj;%s;f@a.lua:1" % HOST_STACK: 110,
             "lj;%s;g@a.lua:9" % HOST_STACK: 11000})
 
+    def test_zero_return_address_ends_the_chain(self):
+        # A coroutine stack (Tarantool fiber) ends in a record with return
+        # address 0: perf prints it as the outermost [unknown] entry.
+        txt = sample("lj", 100, 100, 1000, [(0x10, "spin", 1, "/lib/libx.so"),
+                                            (0x20, "coro_init", 5, "/usr/bin/tarantool"),
+                                            (0, None, None, "[unknown]")], 3)
+        self.assertEqual(self.merge(txt), {"lj;coro_init;spin": 3})
+
+    def test_vm_code_described_by_the_vm(self):
+        # lj_vm_exit_stubs (trace exit stubs) is VM plumbing like lj_vm_*.
+        Dump(100).load(1000, BC, 135, "lj_vm_exit_stubs").write(self.tmp)
+        txt = sample("lj", 100, 100, 5000000, [self.lua(BC + 4)] + HOST, 1)
+        self.assertEqual(self.merge(txt), {"lj;%s" % HOST_STACK: 1})
+        self.assertEqual(self.merge(txt, "--keep-vm"),
+                         {"lj;%s;lj_vm_exit_stubs" % HOST_STACK: 1})
+
     def test_same_microsecond_prefers_new_load(self):
         # perf prints microseconds (truncated): a load at 20.000000700 s and a
         # sample printed as 20.000000 may be after it: the new load wins.

@@ -10,6 +10,8 @@ API (small on purpose; perf-script/lj_merge.py imports it):
         CodeClose(timestamp)
         Unknown(id, timestamp, raw)                e.g. JIT_CODE_MOVE, UNWINDING_INFO
     validate(path)            -> list of problem strings ([] means the file is fine)
+    prune(path, out, addrs)   -> (kept, total): copies PATH to OUT with only the
+                                 CODE_LOADs covering an address in ADDRS
 
 Timestamps are the writer's clock (CLOCK_MONOTONIC ns for ljperf, comparable with
 `perf record -k mono` sample times). Names and file names are str (UTF-8, errors
@@ -27,11 +29,12 @@ problems found by validate(); exit status 1 if there are problems.
 """
 
 import collections
+import heapq
 import struct
 import sys
 
 __all__ = ["Header", "CodeLoad", "DebugInfo", "CodeClose", "Unknown",
-           "read", "validate", "JIT_CODE_LOAD", "JIT_CODE_MOVE",
+           "read", "validate", "prune", "JIT_CODE_LOAD", "JIT_CODE_MOVE",
            "JIT_CODE_DEBUG_INFO", "JIT_CODE_CLOSE", "JIT_CODE_UNWINDING_INFO"]
 
 MAGIC = 0x4A695444          # "JiTD" in the writer's byte order
@@ -63,7 +66,7 @@ def _cstr(buf, pos, end, what, off):
 
 
 def _records(buf, strict):
-    """Yields (offset, record), the Header first. See read()."""
+    """Yields (offset, end offset, record), the Header first. See read()."""
     if len(buf) < HEADER_SIZE:
         raise ValueError("offset 0: file too short for a jitdump header (%d bytes)" % len(buf))
     (magic,) = struct.unpack_from("<I", buf, 0)
@@ -78,7 +81,7 @@ def _records(buf, strict):
         raise ValueError("offset 4: unsupported jitdump version %d" % version)
     if hsize < HEADER_SIZE or hsize > len(buf):
         raise ValueError("offset 8: bad header size %d (file has %d bytes)" % (hsize, len(buf)))
-    yield 0, Header(magic, version, mach, pid, ts, flags)
+    yield 0, hsize, Header(magic, version, mach, pid, ts, flags)
 
     off = hsize
     while off < len(buf):
@@ -125,7 +128,7 @@ def _records(buf, strict):
             rec = CodeClose(ts)
         else:
             rec = Unknown(rid, ts, bytes(buf[body:rend]))
-        yield off, rec
+        yield off, rend, rec
         off = rend
 
 
@@ -133,8 +136,48 @@ def read(path, strict=False):
     """Iterates over the Header and the records of the jitdump file at PATH."""
     with open(path, "rb") as f:
         buf = f.read()
-    for _off, rec in _records(buf, strict):
+    for _off, _end, rec in _records(buf, strict):
         yield rec
+
+
+def prune(path, out, addrs):
+    """Writes OUT: PATH's header and records byte for byte, minus the
+    CODE_LOADs whose range [code_addr, code_addr + code_size) holds none of
+    ADDRS (and the DEBUG_INFO just before each of them). Kept loads keep
+    their index and timestamp, so perf inject --jit resolves every address
+    in ADDRS exactly as from PATH, with a .so per kept load only. Returns
+    (kept loads, all loads). A truncated last record is dropped."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    recs = list(_records(buf, False))
+    loads = sorted((r.code_addr, r.code_addr + r.code_size, n)
+                   for n, (_, _, r) in enumerate(recs) if isinstance(r, CodeLoad))
+    # Sweep addresses and load starts in order; ACTIVE holds the loads that
+    # started at or below the address and are not kept yet: those that do
+    # not end below it cover it, so all of them are kept at once.
+    keep, active, i = set(), [], 0
+    for a in sorted(addrs):
+        while i < len(loads) and loads[i][0] <= a:
+            heapq.heappush(active, (loads[i][1], loads[i][2]))
+            i += 1
+        while active and active[0][0] <= a:
+            heapq.heappop(active)
+        keep.update(n for _, n in active)
+        active = []
+    parts, pending = [], None
+    for n, (off, end, rec) in enumerate(recs):
+        raw = buf[off:end]
+        if isinstance(rec, DebugInfo):
+            pending = raw
+            continue
+        if not isinstance(rec, CodeLoad) or n in keep:
+            if pending is not None and isinstance(rec, CodeLoad):
+                parts.append(pending)
+            parts.append(raw)
+        pending = None
+    with open(out, "wb") as f:
+        f.write(b"".join(parts))
+    return len(keep), len(loads)
 
 
 _BAD_NAME_CHARS = set(" \t\n\r\v\f(;")
@@ -160,7 +203,7 @@ def validate(path):
     header, last_ts, last_index, pending = None, None, None, None
     seen = {}                          # code bytes -> (offset, code_addr)
     try:
-        for off, rec in _records(buf, strict=True):
+        for off, _end, rec in _records(buf, strict=True):
             if isinstance(rec, Header):
                 header = rec
                 if rec.pid <= 0:

@@ -21,7 +21,8 @@
    build-id cache (perf --buildid-dir) both on disk, both on tmpfs, and the
    dump on tmpfs with the cache on disk (like the default ~/.debug), each
    with the full dump and pre-filtered to the loads that cover a sampled
-   address (prefilter.py: what ljperf could do before running inject).
+   address (what `ljperf record` does before running inject: its
+   prune_dumps(), timed together with inject).
    Every run is a fresh recording in a fresh directory.
 
 On a shared machine take the numbers as a first reading: look at the load
@@ -44,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "perf-script"))
 sys.path.insert(0, HERE)
 import jitdump  # noqa: E402
-import prefilter  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
+import ljperf  # noqa: E402
 
 PER_CHUNK = 100
 
@@ -234,10 +236,10 @@ def bench_inject(args, gen):
     # copies the files.
     for label, parent, bparent in (("disk", "/var/tmp", None), ("tmpfs", "/dev/shm", None),
                                    ("tmpfs+disk", "/dev/shm", "/var/tmp")):
-        res = {"full": [], "prefiltered": []}
+        res = {"full": [], "pruned": []}
         info = {}
         for _ in range(runs):
-            for kind in ("full", "prefiltered"):
+            for kind in ("full", "pruned"):
                 d = tempfile.mkdtemp(prefix="ljperf-bench-inject-", dir=parent)
                 bdir = tempfile.mkdtemp(prefix="ljperf-bench-buildid-", dir=bparent) if bparent else None
                 bid = os.path.join(bdir or d, ".debug")
@@ -246,11 +248,12 @@ def bench_inject(args, gen):
                     data, pid = record(args, gen, d)
                     dump = os.path.join(d, "jit-%d.dump" % pid)
                     nloads = count_loads(dump)
-                    if kind == "prefiltered":
-                        keep, nsamp = prefilter.sampled_loads(data, dump, pid, os.path.join(d, ".debug"))
-                        os.rename(dump, dump + ".full")
-                        prefilter.write_filtered(dump + ".full", dump, keep)
+                    t0 = time.perf_counter()
+                    if kind == "pruned":
+                        ljperf.prune_dumps("perf", d, data)
+                    dtp = time.perf_counter() - t0
                     dt, nso = inject_once(d, bid)
+                    dt += dtp
                     res[kind].append(dt)
                     info.setdefault(kind, []).append((nloads, nso))
                 finally:
@@ -263,7 +266,7 @@ def bench_inject(args, gen):
                     if bdir:
                         shutil.rmtree(bdir, ignore_errors=True)
                     subprocess.run(["sync"])
-        for kind in ("full", "prefiltered"):
+        for kind in ("full", "pruned"):
             t = res[kind]
             print("%-10s %-12s %5d CODE_LOADs -> %5d .so (max of runs); inject %.2f s min, %.2f s median, "
                   "%.2f s max" % (label, kind, max(x[0] for x in info[kind]), max(x[1] for x in info[kind]),
@@ -280,6 +283,7 @@ def main():
     args = ap.parse_args()
     if args.quick:
         args.funcs, args.runs = 2000, 2
+    args.bin_dir = os.path.abspath(args.bin_dir)  # programs run in the gen dir
     for b in ("luajit", "luajit-base"):
         if not os.access(os.path.join(args.bin_dir, b), os.X_OK):
             sys.exit("%s/%s is not built" % (args.bin_dir, b))

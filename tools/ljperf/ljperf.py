@@ -13,7 +13,9 @@ then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
   profile.folded    folded stacks (flamegraph.pl, speedscope, inferno ...)
   profile.kinds     what each frame is (lj_merge --kinds)
   perf.data         the recording; perf.jit.data after perf inject --jit
-  jit-PID.dump, jitted-PID-N.so, perf-PID.map, .debug/ (build-id cache),
+  jit-PID.dump      the jitdump, cut to the code samples hit (perf inject
+                    makes one .so per code load); jit-PID.dump.full: all of it
+  jitted-PID-N.so, perf-PID.map, .debug/ (build-id cache),
   ljperf.json (what was recorded), *.log (perf's own messages)
 
 `report DIR` renders profile.folded and flamegraph.html again from DIR's
@@ -387,6 +389,66 @@ def perf_event_name(perf, outdir, data):
                        text=True, errors="replace")
     lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
     return lines[0] if r.returncode == 0 and lines else None
+
+
+def jitdump_module():
+    """perf-script/jitdump.py (next to lj_merge)."""
+    d = os.path.join(SRC_DIR, os.pardir, os.pardir, "perf-script")
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    import jitdump
+    return jitdump
+
+
+def sampled_addrs(perf, outdir, data):
+    """Every user address in DATA's samples (IPs and callchains), and the
+    byte before each (a return address's call), or None if perf fails."""
+    r = subprocess.run([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "script",
+                        "-i", data, "-F", "ip"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, errors="replace")
+    if r.returncode != 0:
+        return None
+    addrs = set()
+    for ln in r.stdout.split():
+        try:
+            a = int(ln, 16)
+        except ValueError:
+            continue
+        if 0 < a < 0x800000000000:
+            addrs.add(a)
+            addrs.add(a - 1)
+    return addrs
+
+
+def prune_dumps(perf, outdir, data):
+    """perf inject --jit writes one .so per CODE_LOAD: a program that loads
+    20 000 functions gets 20 000 files and inject takes many seconds. Before
+    inject, each DIR/jit-PID.dump keeps only the loads that cover a sampled
+    address (what inject and lj_merge need); the full dump is kept as
+    jit-PID.dump.full."""
+    dumps = dumps_in(outdir)
+    if not dumps:
+        return
+    addrs = sampled_addrs(perf, outdir, data)
+    if addrs is None:
+        say("warning: perf script -F ip failed; perf inject gets the full jitdumps")
+        return
+    jd = jitdump_module()
+    for p in dumps.values():
+        full, tmp = p + ".full", p + ".pruned"
+        try:
+            if os.path.exists(full):   # pruned before (ljperf report): start over
+                shutil.copyfile(full, p)
+            kept, total = jd.prune(p, tmp, addrs)
+            if kept < total:
+                os.replace(p, full)
+                os.replace(tmp, p)
+            else:
+                os.unlink(tmp)
+        except (OSError, ValueError) as e:
+            say("warning: cannot prune %s for perf inject: %s" % (p, e))
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def inject(perf, outdir, data, out):
@@ -763,6 +825,8 @@ def cmd_record(opts):
         jit = os.path.join(outdir, "perf.jit.data")
         t_inject = time.time()
         try:
+            if pid is None:            # an attached process still writes its dump
+                prune_dumps(perf, outdir, data)
             if inject(perf, outdir, data, jit):
                 src = jit
             if pid is not None:

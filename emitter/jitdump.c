@@ -252,12 +252,7 @@ static int put_debug_info(uint64_t ts, uint64_t addr, uint64_t size,
 
 void ljp_jd_flush(void)
 {
-  if (J.fd < 0 || !J.pend.len) return;
-  struct iovec iov = { J.pend.p, J.pend.len };
-  size_t n = J.pend.len;
-  J.pend.len = 0;
-  if (ljp_writev_all(J.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return; }
-  J.off += (off_t)n;
+  if (J.fd >= 0 && ljp_flush(J.fd, &J.pend, &J.off) < 0) jd_fail(NULL, errno);
 }
 
 void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
@@ -300,19 +295,9 @@ void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
   put64(p + 32, addr);			/* code_addr */
   put64(p + 40, size);
   put64(p + 48, J.index);
-  if (defer) {
-    if (ljp_buf_reserve(&J.pend, J.buf.len + (size_t)size) < 0) goto nomem;
-    memcpy(J.pend.p + J.pend.len, J.buf.p, J.buf.len);
-    memcpy(J.pend.p + J.pend.len + J.buf.len, code, (size_t)size);
-    J.pend.len += J.buf.len + (size_t)size;
-    J.index++;
-    if (J.pend.len >= 262144) ljp_jd_flush();
-    return;
-  }
-  struct iovec iov[2] = { { J.buf.p, J.buf.len }, { (void *)code, (size_t)size } };
-  if (ljp_writev_all(J.fd, iov, size ? 2 : 1) < 0) { jd_fail(NULL, errno); return; }
-  J.off += (off_t)(J.buf.len + size);
   J.index++;
+  if (ljp_put(J.fd, &J.pend, &J.off, defer, J.buf.p, J.buf.len, code, (size_t)size) < 0)
+    jd_fail(NULL, errno);
   return;
 nomem:
   jd_fail(NULL, ENOMEM);

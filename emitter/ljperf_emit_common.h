@@ -138,6 +138,43 @@ static inline void ljp_buf_free(LJPBuf *b)
   b->p = NULL; b->len = b->cap = 0;
 }
 
+/* -- Output: whole records, now or at the end of a batch ----------------- */
+
+#define LJP_PEND_MAX	262144	/* a batch flushes once this much is pending */
+
+/* Writes PEND (records held back by a batch) to FD; *OFF, the end of the
+** last complete record in the file, advances. 0, or -1 with errno set. */
+static inline int ljp_flush(int fd, LJPBuf *pend, off_t *off)
+{
+  struct iovec iov = { pend->p, pend->len };
+  size_t n = pend->len;
+  if (!n) return 0;
+  pend->len = 0;
+  if (ljp_writev_all(fd, &iov, 1) < 0) return -1;
+  *off += (off_t)n;
+  return 0;
+}
+
+/* Puts one record, A then B (either may be empty): written now with one
+** writev(2), or with DEFER appended to PEND (flushed past LJP_PEND_MAX).
+** 0, or -1 with errno set. */
+static inline int ljp_put(int fd, LJPBuf *pend, off_t *off, int defer,
+			  const void *a, size_t an, const void *b, size_t bn)
+{
+  if (defer) {
+    if (ljp_buf_reserve(pend, an + bn) < 0) { errno = ENOMEM; return -1; }
+    memcpy(pend->p + pend->len, a, an);
+    if (bn) memcpy(pend->p + pend->len + an, b, bn);
+    pend->len += an + bn;
+    return pend->len >= LJP_PEND_MAX ? ljp_flush(fd, pend, off) : 0;
+  } else {
+    struct iovec iov[2] = { { (void *)a, an }, { (void *)b, bn } };
+    if (ljp_writev_all(fd, iov, bn ? 2 : 1) < 0) return -1;
+    *off += (off_t)(an + bn);
+    return 0;
+  }
+}
+
 /* -- Names ---------------------------------------------------------------- */
 
 /* Appends NAME (NUL-terminated) to B with whitespace, control characters,

@@ -106,12 +106,7 @@ int ljp_map_isopen(void) { return M.fd >= 0; }
 
 void ljp_map_flush(void)
 {
-  if (M.fd < 0 || !M.pend.len) return;
-  struct iovec iov = { M.pend.p, M.pend.len };
-  size_t n = M.pend.len;
-  M.pend.len = 0;
-  if (ljp_writev_all(M.fd, &iov, 1) < 0) { map_fail(NULL, errno); return; }
-  M.off += (off_t)n;
+  if (M.fd >= 0 && ljp_flush(M.fd, &M.pend, &M.off) < 0) map_fail(NULL, errno);
 }
 
 void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer)
@@ -136,16 +131,8 @@ void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer)
   e->addr = addr; e->size = size; e->hash = h; e->name = copy;
   M.count++;
   M.line.p[M.line.len - 1] = '\n';  /* NUL -> newline: the full line */
-  if (defer) {
-    if (ljp_buf_reserve(&M.pend, M.line.len) < 0) goto nomem;
-    memcpy(M.pend.p + M.pend.len, M.line.p, M.line.len);
-    M.pend.len += M.line.len;
-    if (M.pend.len >= 262144) ljp_map_flush();
-    return;
-  }
-  struct iovec iov = { M.line.p, M.line.len };
-  if (ljp_writev_all(M.fd, &iov, 1) < 0) { map_fail(NULL, errno); return; }
-  M.off += (off_t)M.line.len;
+  if (ljp_put(M.fd, &M.pend, &M.off, defer, M.line.p, M.line.len, NULL, 0) < 0)
+    map_fail(NULL, errno);
   return;
 nomem:
   map_fail(NULL, ENOMEM);

@@ -44,6 +44,10 @@ CASES = {
     "pcalls": ("spin", [["main", "driver", "p1", "p2", "spin"]], 2000, 20000),
     "traceexit": ("cmod_burn", [["main", "loop", "inl", "inl2", "cmod_spin",
                                  "cmod_burn"]], 400000, 400000),
+    "stitch": ("cmod_burn", [["main", "driver", "loop", "cmod_spin", "cmod_burn"]],
+               200, 200),
+    "exitvarg": ("cmod_burn", [["main", "loop", "mid", "inner", "cmod_spin",
+                                "cmod_burn"]], 400000, 400000),
     "tailvararg": ("spin", [["main", "driver", "vb", "spin"]], 2000, 20000),
     "metamethods": ("spin", [["main", "driver", "usemm", mm, "spin"] for mm in
                              ("__index", "__newindex", "__call", "__lt", "__eq")], 500, 2000),
@@ -113,15 +117,24 @@ def lua_sequence(sample, res, t):
 
 def selected(sample, res, t, target):
     """'exact' if the sample runs TARGET outside traces, 'trace' if it runs
-    trace code, None otherwise (see the module comment)."""
+    trace code (or a helper of a trace exit), None otherwise (see the
+    module comment)."""
     addr, sym, _, dso = sample.frames[0]
     if target in C_NAMES:
         return "exact" if sym == target else None
     if target == VM_HELPER:
         vmcode = sym and sym.startswith(("lj_BC_", "lj_vm_", "lj_ff_", "lj_fff_",
                                          "lj_cont_", "lj_vmeta_"))
-        return "exact" if (dso == T.binpath("luajit") and sym and not vmcode
-                           and sym != "main") else None
+        # only while the program runs (luajit calls it with lua_pcall), not
+        # in luajit's own set-up, script loading and tear-down
+        inside = any(f[1] == "lua_pcall" for f in sample.frames)
+        if not (dso == T.binpath("luajit") and sym and not vmcode
+                and sym != "main" and inside):
+            return None
+        # a helper run by a trace exit (GC step): the frames the trace
+        # inlined come back only when the exit is done
+        exiting = any(f[1] == "lj_vm_exit_handler" for f in sample.frames)
+        return "trace" if exiting else "exact"
     if sym and (sym.startswith("lj_BC_") or sym == "lj_vm_mod"):
         bx = T.perfscript.parse_reg(sample.regs or "", "BX")
         ld = res.load(bx, t) if bx else None

@@ -32,6 +32,10 @@ TORTURE = os.path.join(T.ROOT, "tests", "torture")
 NOFP_SYMS = {"pthread_atfork", "atexit", "at_quick_exit", "__stack_chk_fail_local",
              "__do_global_dtors_aux", "frame_dummy", "deregister_tm_clones",
              "register_tm_clones"}
+# Our functions that only frame-pointer-less code calls: the chain above them
+# is that code's (lj_err_unwind_dwarf: the personality routine libgcc_s's
+# unwinder calls while an error unwinds).
+CALLED_BY_NOFP = {"lj_err_unwind_dwarf"}
 
 
 def max_stack():
@@ -67,7 +71,7 @@ def classify(sample, dump):
             if live_load(dump, addr, t) is None:
                 return "nofp" if nofp else "%x (%s)" % (addr, dso)
         else:
-            nofp = nofp or T.is_nofp_dso(dso)
+            nofp = nofp or T.is_nofp_dso(dso) or sym in CALLED_BY_NOFP
     if not T.has_sym(sample, "main"):
         if nofp:
             return "nofp"

@@ -22,7 +22,7 @@ def test():
     with T.PerfSession() as sess:
         data, _ = sess.record([T.binpath(vm), os.path.join(HERE, "cfunc.lua"), "600"],
                               env=env, freq=500, callgraph="dwarf", mono=False)
-        samples = [s for s in sess.samples(data) if s.frames[0][1] == "cmod_burn"]
+        samples = [s for s in sess.samples(data) if s.frames and s.frames[0][1] == "cmod_burn"]
         reach = [s for s in samples if T.has_sym(s, "main")]
         share = len(reach) / max(len(samples), 1)
         if reach:

@@ -62,7 +62,7 @@ def measure(scenario, vm, sess, env_extra=None):
     data, _ = sess.record(cmd, env=env, freq=2000, mono=False,
                           out="%s-%s.data" % (scenario, vm))
     samples = sess.samples(data)
-    own = [i for i, s in enumerate(samples) if own_code(s.frames[0][3], cmd[0])]
+    own = [i for i, s in enumerate(samples) if s.frames and own_code(s.frames[0][3], cmd[0])]
     if not own:
         T.fail("%s on %s: no samples in the program's code" % (scenario, vm))
     window = samples[own[0]:own[-1] + 1]
@@ -87,7 +87,7 @@ def in_order(names, want):
 
 
 def check_order(window, order, names):
-    inner = [s for s in window if s.frames[0][1] == order[0]]
+    inner = [s for s in window if s.frames and s.frames[0][1] == order[0]]
     good = [s for s in inner if in_order(names(s), order)]
     frac = len(good) / max(len(inner), 1)
     if inner:

@@ -119,6 +119,8 @@ def selected(sample, res, t, target):
     """'exact' if the sample runs TARGET outside traces, 'trace' if it runs
     trace code (or a helper of a trace exit), None otherwise (see the
     module comment)."""
+    if not sample.frames:
+        return None  # perf dropped the chain (validity.py judges those)
     addr, sym, _, dso = sample.frames[0]
     if target in C_NAMES:
         return "exact" if sym == target else None

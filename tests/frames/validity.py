@@ -6,15 +6,16 @@ usage: validity.py MODE   (jit or joff)
 Runs every torture program (tests/torture/progs) on the patched VM with
 LUAJIT_PERF=1 under `perf record -F 20000 -k mono -g --call-graph fp`. In
 each sample taken while the program runs (from its first sample under main
-to its last sample in the VM's own code), every callchain entry must be host or VM code (a
-file-backed DSO), or an address that the program's jitdump names at the
-sample's time (a prototype's bytecode or a trace's machine code), and the
-chain must reach main. Counted apart: chains that pass through a system
-library built without frame pointers (libc, libgcc_s, ld.so..., or libc code
-linked into the binary) before going wrong, since no frame-pointer unwinder
-can follow those whatever the VM does; and chains whose entries are all
-valid but that the kernel cut at its limit (kernel.perf_event_max_stack)
-before main, in deep recursion.
+to its last sample in the VM's own code before it starts ending, see
+ENDING), every callchain entry must be host or VM code (a file-backed DSO),
+or an address that the program's jitdump names at the sample's time (a
+prototype's bytecode or a trace's machine code), and the chain must reach
+main. Counted apart: chains that pass through a system library built without
+frame pointers (libc, libgcc_s, ld.so..., or libc code linked into the
+binary) before going wrong, since no frame-pointer unwinder can follow those
+whatever the VM does; and chains whose entries are all valid but that the
+kernel cut at its limit (kernel.perf_event_max_stack) before main, in deep
+recursion.
 """
 
 import glob
@@ -36,6 +37,10 @@ NOFP_SYMS = {"pthread_atfork", "atexit", "at_quick_exit", "__stack_chk_fail_loca
 # is that code's (lj_err_unwind_dwarf: the personality routine libgcc_s's
 # unwinder calls while an error unwinds).
 CALLED_BY_NOFP = {"lj_err_unwind_dwarf"}
+# The program is ending once one of these is on the stack: lua_close and
+# os.exit(code, true) free the Lua frames under their callers' C frames, and
+# libc's exit runs our exit handler (perf_atexit) from frameless code.
+ENDING = {"lua_close", "lj_cf_os_exit", "perf_atexit", "ljp_emit_close"}
 
 
 def max_stack():
@@ -64,6 +69,10 @@ def live_load(dump, addr, t):
 def classify(sample, dump):
     """'ok', 'nofp' (broken after a frame-pointer-less library), 'cut' (valid
     up to the kernel's limit) or the text of the first bad entry."""
+    if not sample.frames:
+        # perf script prints no chain at all when one of its entries is a
+        # context marker value (-4095..-1, e.g. a nil TValue): garbage.
+        return "empty chain (perf dropped an entry >= PERF_CONTEXT_MAX)"
     t = T.time_ns(sample)
     nofp = sample.frames[0][1] in NOFP_SYMS
     for addr, sym, _, dso in sample.frames:
@@ -94,9 +103,13 @@ def run_prog(sess, prog, mode):
         T.fail("perf recorded nothing for " + prog)
     samples = sess.samples(data, extra=["--ns"])
     lj = T.binpath("luajit")
-    # From the first sample under main to the last in the VM's own code.
+    # From the first sample under main to the last in the VM's own code
+    # before the program starts ending.
     first = [i for i, s in enumerate(samples) if T.has_sym(s, "main")]
-    own = [i for i, s in enumerate(samples) if s.frames and s.frames[0][3] == lj]
+    ending = [i for i, s in enumerate(samples)
+              if any(f[1] in ENDING for f in s.frames)]
+    end = ending[0] if ending else len(samples)
+    own = [i for i, s in enumerate(samples[:end]) if s.frames and s.frames[0][3] == lj]
     if not first or not own:
         return 0, 0, 0, 0, []
     window = samples[first[0]:own[-1] + 1]

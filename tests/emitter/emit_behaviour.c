@@ -86,14 +86,39 @@ static void cleanup(void)
   }
 }
 
+/* Mounts a tmpfs (options OPTS) over /tmp. A build or source tree under
+** the /tmp below it (the cwd, JITDUMP_PY) stays visible: its top directory
+** is bound back in place through a directory fd.
+*/
+static void tmpfs_over_tmp(const char *name, const char *opts)
+{
+  const char *keep[2];
+  char cwd[PATH_MAX];
+  int old = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  CHECK(old >= 0 && getcwd(cwd, sizeof(cwd)), "open /tmp, getcwd: %s", strerror(errno));
+  CHECK(mount(name, "/tmp", "tmpfs", 0, opts) == 0, "tmpfs %s on /tmp: %s", name, strerror(errno));
+  keep[0] = cwd;
+  keep[1] = JITDUMP_PY;
+  for (int i = 0; i < 2; i++) {
+    char top[PATH_MAX];
+    if (strncmp(keep[i], "/tmp/", 5) != 0) continue;
+    snprintf(top, sizeof(top), "%s", keep[i] + 5);
+    *strchrnul(top, '/') = 0;
+    if (!top[0] || access(fmt("/tmp/%s", top), F_OK) == 0) continue;
+    CHECK(mkdir(fmt("/tmp/%s", top), 0755) == 0, "mkdir /tmp/%s: %s", top, strerror(errno));
+    CHECK(mount(fmt("/proc/self/fd/%d/%s", old, top), fmt("/tmp/%s", top), NULL,
+		MS_BIND | MS_REC, NULL) == 0, "bind /tmp/%s: %s", top, strerror(errno));
+  }
+  close(old);
+}
+
 /* Sets up the scratch dir; as root in a private mount namespace. */
 static void setup(int need_root)
 {
   if (geteuid() == 0) {
     CHECK(unshare(CLONE_NEWNS) == 0, "unshare(CLONE_NEWNS): %s", strerror(errno));
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0, "make / private: %s", strerror(errno));
-    CHECK(mount("ljp-test", "/tmp", "tmpfs", 0, "size=64m,mode=1777") == 0,
-	  "tmpfs on /tmp: %s", strerror(errno));
+    tmpfs_over_tmp("ljp-test", "size=64m,mode=1777");
     g_isolated = 1;
   } else {
     CHECK(!need_root, "this test needs root (mounts tmpfs, chown, setuid); CI runs it as root");
@@ -709,7 +734,7 @@ static void t_enospc_map(void)
   ** through a directory fd (/proc/PID/fd/N). */
   int dfd = open(g_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   CHECK(dfd >= 0, "open %s: %s", g_dir, strerror(errno));
-  CHECK(mount("ljp-tiny", "/tmp", "tmpfs", 0, "size=16k,mode=1777") == 0, "tiny /tmp: %s", strerror(errno));
+  tmpfs_over_tmp("ljp-tiny", "size=16k,mode=1777");
   snprintf(saved, sizeof(saved), "%s", g_dir);
   snprintf(g_dir, sizeof(g_dir), "/proc/%d/fd/%d", (int)getpid(), dfd);
   run(&r, prog_enospc_map, g_dir);

@@ -66,21 +66,47 @@ def live_load(dump, addr, t):
     return live
 
 
-def classify(sample, dump):
+def valid_prefix(sess, data, sample):
+    """The entries perf script shows for SAMPLE when it stops before a
+    garbage entry: perf script prints no chain at all when one entry is a
+    context-marker value (-4095..-1, e.g. a nil TValue), but --max-stack K
+    makes it resolve only the first K. Binary search for the largest K."""
+    ts = "%d.%09d" % divmod(T.time_ns(sample), 10 ** 9)
+
+    def chain(k):
+        got = sess.samples(data, extra=["--ns", "--max-stack", str(k),
+                                        "--time", "%s,%s" % (ts, ts)])
+        return next((x.frames for x in got if x.tid == sample.tid), [])
+    lo, hi, frames = 0, MAX_STACK + 1, []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        got = chain(mid)
+        if got:
+            lo, frames = mid, got
+        else:
+            hi = mid
+    return frames
+
+
+def classify(sample, dump, prefix=None):
     """'ok', 'nofp' (broken after a frame-pointer-less library), 'cut' (valid
-    up to the kernel's limit) or the text of the first bad entry."""
-    if not sample.frames:
-        # perf script prints no chain at all when one of its entries is a
-        # context marker value (-4095..-1, e.g. a nil TValue): garbage.
-        return "empty chain (perf dropped an entry >= PERF_CONTEXT_MAX)"
+    up to the kernel's limit) or the text of the first bad entry. PREFIX
+    (a function giving the frames before the garbage) judges a sample whose
+    chain perf dropped."""
     t = T.time_ns(sample)
-    nofp = sample.frames[0][1] in NOFP_SYMS
-    for addr, sym, _, dso in sample.frames:
+    frames = sample.frames
+    if not frames:
+        frames = prefix(sample) if prefix else []
+    nofp = bool(frames) and frames[0][1] in NOFP_SYMS
+    for addr, sym, _, dso in frames:
         if guest(dso):
             if live_load(dump, addr, t) is None:
                 return "nofp" if nofp else "%x (%s)" % (addr, dso)
         else:
             nofp = nofp or T.is_nofp_dso(dso) or sym in CALLED_BY_NOFP
+    if not sample.frames:
+        return "nofp" if nofp else "perf dropped the chain: garbage after %s" % \
+            (" <- ".join(f[1] or "%x" % f[0] for f in frames) or "nothing")
     if not T.has_sym(sample, "main"):
         if nofp:
             return "nofp"
@@ -117,7 +143,7 @@ def run_prog(sess, prog, mode):
     good = nofp = cut = 0
     bad = []
     for s in window:
-        c = classify(s, dump)
+        c = classify(s, dump, lambda x: valid_prefix(sess, data, x))
         if c == "ok":
             good += 1
         elif c == "nofp":

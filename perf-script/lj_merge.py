@@ -110,6 +110,7 @@ BCACHE_BYTES = 32 << 20
 K_C, K_VM, K_LUA, K_TRACE, K_BUILTIN, K_KERNEL = range(6)
 # ... as --kinds writes them (K_KERNEL folds like K_C; "root" is the comm frame)
 KIND_NAMES = ("c", "vm", "lua", "trace", "builtin", "kernel")
+NO_CHAIN = "[no call chain]"       # the frame of a sample printed without one
 
 _VM_PREFIXES = ("lj_BC_", "lj_vm_", "lj_cont_", "lj_vmeta_", "lj_fff_")
 _BUILTIN_PREFIXES = ("lj_ff_", "lj_ffh_", "lj_cf_")
@@ -1188,7 +1189,9 @@ def process(f, opts, warn):
     folded = {}
     fold = folder.fold
     for (rt, fl, leaf), w in counts.items():
-        names = fold(fl, leaf)
+        # A sample header without any frame: perf script drops a whole chain
+        # that holds a value in -4095..-1 (garbage from frameless code).
+        names = fold(fl, leaf) if fl else [NO_CHAIN]
         names.insert(0, rt)
         if folder.kinds is not None:
             folder.note(rt, "root")

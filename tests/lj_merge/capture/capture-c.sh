@@ -28,6 +28,13 @@ awk 'BEGIN{RS=""; ORS="\n\n"} NR<=12' "$tmp/cmin.txt" > "$fix/cstack-min.txt"
 perf record -q -k mono -F 199 -o "$tmp/n.data" "$tmp/cstack" 0.1 0 2>/dev/null
 perf script -i "$tmp/n.data" 2>/dev/null | head -12 > "$fix/nocallchain.txt"
 
+# dropped chains: a normal chain, then chains holding -1 (printed without
+# frames); 3 samples of each
+perf record -q -k mono -g --call-graph fp -F 499 \
+  -o "$tmp/g.data" "$tmp/cstack" 0.2 3 2>/dev/null
+perf script -i "$tmp/g.data" > "$tmp/g.txt" 2>/dev/null
+python3 "$here/trim.py" 3 "$tmp/g.txt" "$tmp/g.txt" "$fix/dropped.txt"
+
 # syscalls: kernel frames above user frames
 perf record -q -k mono -g --call-graph fp -F 499 \
   -o "$tmp/s.data" "$tmp/cstack" 0.1 2 2>/dev/null

@@ -3,6 +3,9 @@
 **   child  main -> d -> c             (fork)
 **   thread start_thread -> worker -> b -> c, thread comm "cs worker"
 **   with MODE 2: main -> sys_loop -> read(2) on /dev/zero (kernel frames)
+**   with MODE 3: main -> a -> b -> c for SECS/2, then main -> garbage, which
+**   spins with rbp at a record whose return address is -1 (as a nil TValue
+**   would be): perf script prints those samples without any call chain
 ** Build: cc -O1 -g -fno-omit-frame-pointer -fno-inline -pthread
 ** Usage: cstack SECS MODE   (MODE 0: parent only, 1: all, 2: syscalls) */
 #define _GNU_SOURCE
@@ -35,6 +38,16 @@ __attribute__((noinline)) void sys_loop(double s)
   while (now() < e) if (read(fd, buf, sizeof buf) < 0) break;
   close(fd);
 }
+static unsigned long bad_rec[2];	/* {next, ret}: ret is -1 */
+__attribute__((noinline)) void garbage(double s)
+{
+  long n = s > 0 ? (long)(s * 2e9) + 1 : 1;
+  bad_rec[0] = 0;
+  bad_rec[1] = ~0ul;
+  __asm__ volatile("push %%rbp\n\tmov %1, %%rbp\n"
+		   "1:\tdec %0\n\tjnz 1b\n\tpop %%rbp"
+		   : "+r"(n) : "r"(bad_rec) : "memory");
+}
 static void *worker(void *p)
 {
   pthread_setname_np(pthread_self(), "cs worker");
@@ -46,6 +59,7 @@ int main(int argc, char **argv)
   double s = argc > 1 ? atof(argv[1]) : 0.2;
   int mode = argc > 2 ? atoi(argv[2]) : 0;
   if (mode == 2) { sys_loop(s); return 0; }
+  if (mode == 3) { a(s / 2); garbage(s / 2); return 0; }
   if (mode == 0) { a(s); return 0; }
   pid_t pid = fork();
   if (pid == 0) { d(s); _exit(0); }

@@ -38,6 +38,7 @@ def test_kinds(lj):
         ("fib_c", {"c"}, "c"),
         ("do_syscall_64", {"kernel"}, "kernel"),
         ("[unknown]", {"c"}, "unknown"),
+        ("[no call chain]", None, "unknown"),     # perf printed no frames
         ("select", {"c", "builtin"}, "builtin"),  # both: the Lua side wins
         # no --kinds information: read from lj_merge's naming
         ("fib_lua@/x/demo.lua:28", None, "lua"),

@@ -567,8 +567,9 @@ def frame_kind(name, said=None):
     kernel (FlameGraph's convention), anything else = C.
     Then C functions of LuaJIT itself (lj_*, lua_*, luaL_*, luaJIT_*,
     luaopen_*: the runtime, GC, JIT compiler, C API) count as "vm", and
-    `[unknown]` (an address nothing names) is "unknown"."""
-    if name == "[unknown]":
+    `[unknown]` (an address nothing names) and `[no call chain]` (a
+    sample perf printed without frames) are "unknown"."""
+    if name in ("[unknown]", "[no call chain]"):
         return "unknown"
     kind = None
     if said:

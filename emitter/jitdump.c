@@ -49,22 +49,16 @@
 #endif
 
 static struct {
-  int fd;		/* -1: not open */
-  pid_t pid;		/* process the state below belongs to */
-  int failed;		/* disabled after an error: never reopened for pid */
-  int created;		/* this pid created the file (dev, ino): reopen appends */
-  dev_t dev;
-  ino_t ino;
+  LJPFile f;		/* off: end of the last complete record */
   void *marker;		/* the PROT_EXEC page perf looks for, or NULL */
   size_t marker_len;
-  off_t off;		/* end of the last complete record */
   uint64_t index;	/* code_index of the next CODE_LOAD */
   char path[PATH_MAX];
   LJPBuf buf;		/* record scratch */
   LJPBuf pend;		/* records of a batch, not yet written */
   uint64_t *seen;	/* hash set of code-byte hashes (0 = empty slot) */
   size_t seen_mask, seen_count;
-} J = { .fd = -1 };
+} J = { .f.fd = -1 };
 
 static uint64_t now_ns(void)
 {
@@ -88,8 +82,8 @@ static void jd_release(void)
 {
   if (J.marker) munmap(J.marker, J.marker_len);
   J.marker = NULL;
-  if (J.fd >= 0) close(J.fd);
-  J.fd = -1;
+  if (J.f.fd >= 0) close(J.f.fd);
+  J.f.fd = -1;
   ljp_buf_free(&J.buf);
   ljp_buf_free(&J.pend);
 }
@@ -98,10 +92,10 @@ static void jd_release(void)
 static void jd_fail(const char *why, int err)
 {
   char eb[128];
-  if (J.fd >= 0) (void)ftruncate(J.fd, J.off);
+  if (J.f.fd >= 0) (void)ftruncate(J.f.fd, J.f.off);
   ljp_report("jitdump disabled", J.path, why ? why : ljp_strerror(err, eb, sizeof(eb)));
   jd_release();
-  J.failed = 1;
+  J.f.failed = 1;
 }
 
 static void seen_free(void)
@@ -142,10 +136,10 @@ static int jd_map_marker(void)
 {
   long pg = sysconf(_SC_PAGESIZE);
   J.marker_len = pg > 0 ? (size_t)pg : 4096;
-  J.marker = mmap(NULL, J.marker_len, PROT_READ | PROT_EXEC, MAP_PRIVATE, J.fd, 0);
+  J.marker = mmap(NULL, J.marker_len, PROT_READ | PROT_EXEC, MAP_PRIVATE, J.f.fd, 0);
   if (J.marker != MAP_FAILED) return 0;
   if (errno == EPERM || errno == EACCES) {
-    J.marker = mmap(NULL, J.marker_len, PROT_READ, MAP_PRIVATE, J.fd, 0);
+    J.marker = mmap(NULL, J.marker_len, PROT_READ, MAP_PRIVATE, J.f.fd, 0);
     if (J.marker != MAP_FAILED) {
       ljp_report("jitdump", J.path,
 		 "cannot map it executable (noexec mount?): perf record needs -d");
@@ -159,34 +153,23 @@ static int jd_map_marker(void)
 int ljp_jd_open(pid_t pid, const char *dir)
 {
   const char *why = NULL;
-  if (J.fd >= 0) return 0;
-  if (J.pid != pid) {  /* state of another process (or none): start over */
+  if (J.f.fd >= 0) return 0;
+  if (ljp_file_forpid(&J.f, pid)) {  /* another process's state: start over */
     seen_free();
-    J.pid = pid; J.failed = 0; J.created = 0; J.index = 0;
+    J.index = 0;
   }
-  if (J.failed) return -1;
+  if (J.f.failed) return -1;
   if ((size_t)snprintf(J.path, sizeof(J.path), "%s/jit-%d.dump", dir, (int)pid)
       >= sizeof(J.path)) {
     jd_fail(NULL, ENAMETOOLONG);
     return -1;
   }
-  if (J.created) {  /* reopened in the same process: append records */
-    J.fd = ljp_reopen(J.path, O_RDWR, J.dev, J.ino);
-    if (J.fd >= 0) {
-      J.off = lseek(J.fd, 0, SEEK_END);
-      if (J.off < (off_t)JIT_HEADER_SIZE) { close(J.fd); J.fd = -1; }
-    }
-  }
-  if (J.fd < 0) {
-    struct stat st;
+  int fresh = ljp_file_open(&J.f, J.path, O_RDWR, JIT_HEADER_SIZE, &why);
+  if (fresh < 0) { jd_fail(why, errno); return -1; }
+  if (fresh) {  /* a new file: no code in it yet */
     char h[JIT_HEADER_SIZE];
-    J.off = 0;
     seen_free();
     J.index = 0;
-    J.fd = ljp_create(J.path, O_RDWR, &why);
-    if (J.fd < 0) { jd_fail(why, errno); return -1; }
-    if (fstat(J.fd, &st) < 0) { jd_fail(NULL, errno); return -1; }
-    J.created = 1; J.dev = st.st_dev; J.ino = st.st_ino;
     put32(h, JIT_MAGIC);
     put32(h + 4, JIT_VERSION);
     put32(h + 8, JIT_HEADER_SIZE);
@@ -196,14 +179,14 @@ int ljp_jd_open(pid_t pid, const char *dir)
     put64(h + 24, now_ns());
     put64(h + 32, 0);			/* flags */
     struct iovec iov = { h, sizeof(h) };
-    if (ljp_writev_all(J.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return -1; }
-    J.off = JIT_HEADER_SIZE;
+    if (ljp_writev_all(J.f.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return -1; }
+    J.f.off = JIT_HEADER_SIZE;
   }
   if (jd_map_marker() < 0) { jd_fail(NULL, errno); return -1; }
   return 0;
 }
 
-int ljp_jd_isopen(void) { return J.fd >= 0; }
+int ljp_jd_isopen(void) { return J.f.fd >= 0; }
 
 /* Appends the DEBUG_INFO record for LINES to J.buf (nothing if no line
 ** falls inside the code). Returns -1 on allocation failure. */
@@ -252,7 +235,7 @@ static int put_debug_info(uint64_t ts, uint64_t addr, uint64_t size,
 
 void ljp_jd_flush(void)
 {
-  if (J.fd >= 0 && ljp_flush(J.fd, &J.pend, &J.off) < 0) jd_fail(NULL, errno);
+  if (J.f.fd >= 0 && ljp_flush(J.f.fd, &J.pend, &J.f.off) < 0) jd_fail(NULL, errno);
 }
 
 void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
@@ -289,14 +272,14 @@ void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
   put32(p, JIT_CODE_LOAD);
   put32(p + 4, (uint32_t)total);
   put64(p + 8, ts);
-  put32(p + 16, (uint32_t)J.pid);
+  put32(p + 16, (uint32_t)J.f.pid);
   put32(p + 20, my_tid());
   put64(p + 24, addr);			/* vma */
   put64(p + 32, addr);			/* code_addr */
   put64(p + 40, size);
   put64(p + 48, J.index);
   J.index++;
-  if (ljp_put(J.fd, &J.pend, &J.off, defer, J.buf.p, J.buf.len, code, (size_t)size) < 0)
+  if (ljp_put(J.f.fd, &J.pend, &J.f.off, defer, J.buf.p, J.buf.len, code, (size_t)size) < 0)
     jd_fail(NULL, errno);
   return;
 nomem:
@@ -305,21 +288,21 @@ nomem:
 
 void ljp_jd_close(void)
 {
-  if (J.fd < 0) return;
+  if (J.f.fd < 0) return;
   char r[JIT_PREFIX_SIZE];
   put32(r, JIT_CODE_CLOSE);
   put32(r + 4, JIT_PREFIX_SIZE);
   put64(r + 8, now_ns());
   struct iovec iov = { r, sizeof(r) };
-  if (ljp_writev_all(J.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return; }
-  J.off += JIT_PREFIX_SIZE;
+  if (ljp_writev_all(J.f.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return; }
+  J.f.off += JIT_PREFIX_SIZE;
   jd_release();
-  /* J.created/index/seen stay: a reopen by this pid appends. */
+  /* J.f.created/index/seen stay: a reopen by this pid appends. */
 }
 
 void ljp_jd_abandon(void)
 {
   jd_release();  /* the parent's file: unmap and close, no writes */
   seen_free();
-  J.pid = 0; J.failed = 0; J.created = 0; J.index = 0; J.off = 0;
+  J.f.pid = 0; J.f.failed = 0; J.f.created = 0; J.index = 0; J.f.off = 0;
 }

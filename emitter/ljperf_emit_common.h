@@ -96,6 +96,52 @@ static inline int ljp_reopen(const char *path, int acc, dev_t dev, ino_t ino)
   return fd;
 }
 
+/* An output file of this process: created once per pid, and while it is
+** still the very file this pid created, reopened to append. */
+typedef struct LJPFile {
+  int fd;		/* -1: not open */
+  pid_t pid;		/* process the state below belongs to */
+  int failed;		/* disabled after an error: never reopened for pid */
+  int created;		/* this pid created the file (dev, ino): reopen appends */
+  dev_t dev;
+  ino_t ino;
+  off_t off;		/* end of the last complete record */
+} LJPFile;
+
+/* Adopts F for PID; returns 1 when F's state belonged to another process
+** (or none) and was started over. */
+static inline int ljp_file_forpid(LJPFile *f, pid_t pid)
+{
+  if (f->pid == pid) return 0;
+  f->pid = pid; f->failed = 0; f->created = 0;
+  return 1;
+}
+
+/* Opens F at PATH: reopens the file this pid created if it still holds at
+** least MINSIZE bytes (returns 0), else creates it (returns 1). -1 on
+** failure, with *why or errno as ljp_create. */
+static inline int ljp_file_open(LJPFile *f, const char *path, int acc,
+				off_t minsize, const char **why)
+{
+  struct stat st;
+  *why = NULL;
+  if (f->created) {
+    f->fd = ljp_reopen(path, acc, f->dev, f->ino);
+    if (f->fd >= 0) {
+      f->off = lseek(f->fd, 0, SEEK_END);
+      if (f->off >= minsize) return 0;
+      close(f->fd);
+      f->fd = -1;
+    }
+  }
+  f->off = 0;
+  f->fd = ljp_create(path, acc, why);
+  if (f->fd < 0) return -1;
+  if (fstat(f->fd, &st) < 0) return -1;
+  f->created = 1; f->dev = st.st_dev; f->ino = st.st_ino;
+  return 1;
+}
+
 /* Writes IOV completely. Normally one writev(2); a short write (signal,
 ** disk nearly full) is continued so the real errno surfaces. Returns 0, or
 ** -1 with errno set. IOV is consumed. */

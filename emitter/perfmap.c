@@ -18,19 +18,13 @@
 typedef struct MapEnt { uint64_t addr, size, hash; char *name; } MapEnt;
 
 static struct {
-  int fd;		/* -1: not open */
-  pid_t pid;		/* process the state below belongs to */
-  int failed;		/* disabled after an error: never reopened for pid */
-  int created;		/* this pid created the file (dev, ino): reopen appends */
-  dev_t dev;
-  ino_t ino;
-  off_t off;		/* end of the last complete line */
+  LJPFile f;		/* off: end of the last complete line */
   char path[64];
   LJPBuf line;		/* scratch for one line */
   LJPBuf pend;		/* lines of a batch, not yet written */
   MapEnt *set;		/* open addressing, size mask+1 (power of 2) or NULL */
   size_t mask, count;
-} M = { .fd = -1 };
+} M = { .f.fd = -1 };
 
 static void map_set_free(void)
 {
@@ -71,42 +65,32 @@ static int map_set_grow(void)
 static void map_fail(const char *why, int err)
 {
   char eb[128];
-  if (M.fd >= 0) (void)ftruncate(M.fd, M.off);
+  if (M.f.fd >= 0) (void)ftruncate(M.f.fd, M.f.off);
   ljp_report("perf map disabled", M.path, why ? why : ljp_strerror(err, eb, sizeof(eb)));
-  if (M.fd >= 0) close(M.fd);
-  M.fd = -1;
-  M.failed = 1;
+  if (M.f.fd >= 0) close(M.f.fd);
+  M.f.fd = -1;
+  M.f.failed = 1;
 }
 
 int ljp_map_open(pid_t pid)
 {
   const char *why = NULL;
-  if (M.fd >= 0) return 0;
-  if (M.pid != pid) {  /* state of another process (or none): start over */
+  if (M.f.fd >= 0) return 0;
+  if (ljp_file_forpid(&M.f, pid))  /* another process's state: start over */
     map_set_free();
-    M.pid = pid; M.failed = 0; M.created = 0;
-  }
-  if (M.failed) return -1;
+  if (M.f.failed) return -1;
   snprintf(M.path, sizeof(M.path), "/tmp/perf-%d.map", (int)pid);
-  if (M.created) M.fd = ljp_reopen(M.path, O_WRONLY, M.dev, M.ino);
-  if (M.fd >= 0) M.off = lseek(M.fd, 0, SEEK_END);
-  if (M.fd < 0) {
-    M.off = 0;
-    struct stat st;
-    M.fd = ljp_create(M.path, O_WRONLY, &why);
-    if (M.fd < 0) { map_fail(why, errno); return -1; }
-    if (fstat(M.fd, &st) < 0) { map_fail(NULL, errno); return -1; }
-    map_set_free();  /* new, empty file: nothing written yet */
-    M.created = 1; M.dev = st.st_dev; M.ino = st.st_ino;
-  }
+  int fresh = ljp_file_open(&M.f, M.path, O_WRONLY, 0, &why);
+  if (fresh < 0) { map_fail(why, errno); return -1; }
+  if (fresh) map_set_free();  /* new, empty file: nothing written yet */
   return 0;
 }
 
-int ljp_map_isopen(void) { return M.fd >= 0; }
+int ljp_map_isopen(void) { return M.f.fd >= 0; }
 
 void ljp_map_flush(void)
 {
-  if (M.fd >= 0 && ljp_flush(M.fd, &M.pend, &M.off) < 0) map_fail(NULL, errno);
+  if (M.f.fd >= 0 && ljp_flush(M.f.fd, &M.pend, &M.f.off) < 0) map_fail(NULL, errno);
 }
 
 void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer)
@@ -131,7 +115,7 @@ void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer)
   e->addr = addr; e->size = size; e->hash = h; e->name = copy;
   M.count++;
   M.line.p[M.line.len - 1] = '\n';  /* NUL -> newline: the full line */
-  if (ljp_put(M.fd, &M.pend, &M.off, defer, M.line.p, M.line.len, NULL, 0) < 0)
+  if (ljp_put(M.f.fd, &M.pend, &M.f.off, defer, M.line.p, M.line.len, NULL, 0) < 0)
     map_fail(NULL, errno);
   return;
 nomem:
@@ -140,8 +124,8 @@ nomem:
 
 void ljp_map_close(void)
 {
-  if (M.fd >= 0) close(M.fd);
-  M.fd = -1;
+  if (M.f.fd >= 0) close(M.f.fd);
+  M.f.fd = -1;
   ljp_buf_free(&M.line);
   ljp_buf_free(&M.pend);
   /* M.set stays: it describes the file, which a reopen appends to. */
@@ -149,10 +133,10 @@ void ljp_map_close(void)
 
 void ljp_map_abandon(void)
 {
-  if (M.fd >= 0) close(M.fd);  /* the parent's file: no writes */
-  M.fd = -1;
+  if (M.f.fd >= 0) close(M.f.fd);  /* the parent's file: no writes */
+  M.f.fd = -1;
   ljp_buf_free(&M.line);
   ljp_buf_free(&M.pend);
   map_set_free();
-  M.pid = 0; M.failed = 0; M.created = 0;
+  M.f.pid = 0; M.f.failed = 0; M.f.created = 0;
 }

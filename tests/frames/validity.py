@@ -74,9 +74,10 @@ def valid_prefix(sess, data, sample):
     ts = "%d.%09d" % divmod(T.time_ns(sample), 10 ** 9)
 
     def chain(k):
-        got = sess.samples(data, extra=["--ns", "--max-stack", str(k),
-                                        "--time", "%s,%s" % (ts, ts)])
-        return next((x.frames for x in got if x.tid == sample.tid), [])
+        text = sess.script_text(data, extra=["--ns", "--max-stack", str(k),
+                                             "--time", "%s,%s" % (ts, ts)])
+        return next((x.frames for x in T.perfscript.iter_samples(text.split("\n"))
+                     if x.tid == sample.tid), [])
     lo, hi, frames = 0, MAX_STACK + 1, []
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -68,6 +68,9 @@ Frames
   builtins       lj_ff_string_byte / lj_ffh_* / lj_cf_* become string.byte etc.
   C frames       as perf names them; argument lists are cut, `;` becomes `:`,
                  an unnamed frame in a known DSO becomes [dso-basename].
+  [no call chain] a sample perf printed without frames: it drops a whole
+                 chain holding a value in -4095..-1 (garbage read through
+                 code without frame pointers).
 
 Robustness: malformed or truncated lines are skipped and counted (one
 summary line on stderr); exit status 1 for I/O errors, 2 for bad arguments.

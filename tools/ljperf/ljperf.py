@@ -971,7 +971,8 @@ Flame graph colours (frame kinds)
                             GC, JIT compiler, FFI), lua_*/luaL_* C API
   C                 red     the host program and its libraries
   kernel            orange  kernel frames (only with a non-:u -e EVENT)
-  process / all     grey    the root frames;  [unknown]: light grey
+  process / all     grey    the root frames;  [unknown] and [no call chain]
+                            (perf printed the sample without frames): light grey
   Search highlights matches in magenta. Click a frame to zoom in, click a
   frame below it (or Reset zoom) to zoom out.
 """

@@ -27,21 +27,51 @@ set(LJPERF_LUAJIT_MAKEFLAGS
     "BUILDMODE=mixed"
     "Q=")
 
-# The emitter sources, compiled into the patched VM (the patch names them in
-# LuaJIT's src/Makefile).
+# The files the series adds to the VM (vm_patch/src, emitter/), compiled into
+# the patched VM (the series names them in LuaJIT's build files).
 file(GLOB LJPERF_EMITTER_SOURCES CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/vm_patch/src/*.c" "${PROJECT_SOURCE_DIR}/vm_patch/src/*.h"
      "${PROJECT_SOURCE_DIR}/emitter/*.c" "${PROJECT_SOURCE_DIR}/emitter/*.h")
 
 # ljperf_build_luajit(TREE NAME [EMITTER] [INSTALL_LIBS])
 # Builds TREE and installs its interpreter as bin/NAME. EMITTER copies the
 # emitter sources into the tree first. With INSTALL_LIBS the libraries,
-# headers, pkg-config file and jit.* modules are installed too.
+# headers, pkg-config file and jit.* modules are installed too. A tree with
+# src/Makefile is built by it; a CMake-only tree (tarantool/luajit) by its
+# own CMake, in TREE/build, with the same flags.
 function(ljperf_build_luajit TREE NAME)
   cmake_parse_arguments(ARG "INSTALL_LIBS;EMITTER" "" "" ${ARGN})
   set(src "${TREE}/src")
-  set(outs "${src}/luajit" "${src}/libluajit.a" "${src}/libluajit.so")
   file(GLOB_RECURSE tree_sources CONFIGURE_DEPENDS
-       "${src}/*.c" "${src}/*.h" "${src}/*.dasc" "${src}/Makefile")
+       "${src}/*.c" "${src}/*.h" "${src}/*.dasc" "${src}/Makefile" "${src}/CMakeLists.txt")
+  if(EXISTS "${src}/Makefile")
+    set(out "${src}")
+    set(pc "${TREE}/etc/luajit.pc")
+    set(verfile "${TREE}/Makefile")
+    set(build COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
+              -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS})
+  elseif(EXISTS "${TREE}/CMakeLists.txt")
+    set(out "${TREE}/build/src")
+    set(pc "${TREE}/build/etc/luajit.pc")
+    set(verfile "${TREE}/Makefile.original")
+    # A build type of our own: its flags come after the tree's CMAKE_C_FLAGS
+    # (which add -fomit-frame-pointer), so both variants keep frame pointers.
+    set(build
+      COMMAND ${CMAKE_COMMAND} -S "${TREE}" -B "${TREE}/build"
+              "-DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}" -DCMAKE_BUILD_TYPE=LJPerf
+              "-DCMAKE_C_FLAGS_LJPERF=${LJPERF_CFLAGS} -g ${LJPERF_XCFLAGS}"
+              -DLUAJIT_ENABLE_GC64=ON -DBUILDMODE=mixed
+              "-DCMAKE_INSTALL_PREFIX=${CMAKE_BINARY_DIR}" >"${TREE}.configure.log"
+      COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
+              -C "${TREE}/build" -j${LJPERF_NPROC})
+  else()
+    message(FATAL_ERROR "${TREE}: neither src/Makefile nor CMakeLists.txt: cannot build it")
+  endif()
+  set(outs "${out}/luajit" "${out}/libluajit.a" "${out}/libluajit.so")
+  set(vmdef "")		# jit/vmdef.lua: generated into the build tree?
+  if(NOT out STREQUAL src)
+    set(vmdef "'${out}/jit/vmdef.lua'")
+  endif()
   set(copy "")
   set(deps ${tree_sources})
   if(ARG_EMITTER)
@@ -53,8 +83,7 @@ function(ljperf_build_luajit TREE NAME)
   add_custom_command(
     OUTPUT ${outs}
     ${copy}
-    COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
-            -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS}
+    ${build}
     DEPENDS ${deps}
     COMMENT "Building LuaJIT (${NAME}) in ${TREE}"
     VERBATIM)
@@ -62,12 +91,12 @@ function(ljperf_build_luajit TREE NAME)
   set(installed "${bin}")
   # The VM must run in GC64 mode (the only mode the patch supports).
   set(cmds
-    COMMAND "${src}/luajit" -e "if not require('ffi').abi('gc64') then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only x86-64 GC64\\n') os.exit(1) end"
-    COMMAND ${CMAKE_COMMAND} -E copy "${src}/luajit" "${bin}")
+    COMMAND "${out}/luajit" -e "if not require('ffi').abi('gc64') then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only x86-64 GC64\\n') os.exit(1) end"
+    COMMAND ${CMAKE_COMMAND} -E copy "${out}/luajit" "${bin}")
   if(ARG_INSTALL_LIBS)
     set(lib "${CMAKE_BINARY_DIR}/lib")
     set(inc "${CMAKE_BINARY_DIR}/include/luajit-2.1")
-    file(STRINGS "${TREE}/Makefile" ver REGEX "^(MAJVER|MINVER|RELVER|PREREL)=")
+    file(STRINGS "${verfile}" ver REGEX "^(MAJVER|MINVER|RELVER|PREREL)=")
     set(v "")
     foreach(line IN LISTS ver)
       string(REGEX REPLACE "^[A-Z]+= *" "" part "${line}")
@@ -82,13 +111,13 @@ function(ljperf_build_luajit TREE NAME)
                           "${inc}/luajit.h" "${jitdir}/vmdef.lua")
     list(APPEND cmds
       COMMAND ${CMAKE_COMMAND} -E make_directory "${lib}" "${inc}" "${jitdir}" "${lib}/pkgconfig"
-      COMMAND ${CMAKE_COMMAND} -E copy "${src}/libluajit.a" "${lib}/libluajit-5.1.a"
-      COMMAND ${CMAKE_COMMAND} -E copy "${src}/libluajit.so" "${lib}/libluajit-5.1.so.2"
+      COMMAND ${CMAKE_COMMAND} -E copy "${out}/libluajit.a" "${lib}/libluajit-5.1.a"
+      COMMAND ${CMAKE_COMMAND} -E copy "${out}/libluajit.so" "${lib}/libluajit-5.1.so.2"
       COMMAND ${CMAKE_COMMAND} -E create_symlink libluajit-5.1.so.2 "${lib}/libluajit-5.1.so"
       COMMAND ${CMAKE_COMMAND} -E copy "${src}/lua.h" "${src}/lualib.h" "${src}/lauxlib.h"
               "${src}/luaconf.h" "${src}/lua.hpp" "${src}/luajit.h" "${inc}"
-      COMMAND sh -c "cp '${src}'/jit/*.lua '${jitdir}'"
-      COMMAND sh -c "sed -e 's|^prefix=.*|prefix=${CMAKE_BINARY_DIR}|' -e 's|^multilib=.*|multilib=lib|' '${TREE}/etc/luajit.pc' > '${lib}/pkgconfig/luajit.pc'")
+      COMMAND sh -c "cp '${src}'/jit/*.lua ${vmdef} '${jitdir}'"
+      COMMAND sh -c "sed -e 's|^prefix=.*|prefix=${CMAKE_BINARY_DIR}|' -e 's|^multilib=.*|multilib=lib|' '${pc}' > '${lib}/pkgconfig/luajit.pc'")
   endif()
   add_custom_command(OUTPUT ${installed} ${cmds}
                      DEPENDS ${outs}

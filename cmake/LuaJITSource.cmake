@@ -1,14 +1,25 @@
 # Obtains LuaJIT source and prepares two trees under the build directory:
 #   ${LJPERF_TREE_BASE}    pristine copy (control build)
-#   ${LJPERF_TREE_PATCHED} copy with vm_patch/fp_x64.patch applied
+#   ${LJPERF_TREE_PATCHED} copy with the vm_patch series applied (vm_patch/apply)
 # Invariant: both trees are always derived from the same source, and the
-# patched tree is rebuilt from a pristine copy whenever the patch changes.
+# patched tree is rebuilt from a pristine copy whenever the series changes.
 
 set(LJPERF_LUAJIT_SOURCE "" CACHE PATH
-    "LuaJIT source tree to use (default: Debian 12's luajit source package)")
+    "LuaJIT source tree to use (default: the Debian 12 source package LJPERF_LUAJIT names)")
+set(LJPERF_LUAJIT "debian" CACHE STRING
+    "Debian 12 LuaJIT source package without LJPERF_LUAJIT_SOURCE: debian (luajit) or openresty (luajit2)")
+set_property(CACHE LJPERF_LUAJIT PROPERTY STRINGS debian openresty)
 
-set(LJPERF_PATCH "${PROJECT_SOURCE_DIR}/vm_patch/fp_x64.patch")
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${LJPERF_PATCH}")
+# The series: every file under vm_patch/ (a change re-runs configure).
+file(GLOB_RECURSE LJPERF_PATCH_FILES CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/vm_patch/*")
+list(SORT LJPERF_PATCH_FILES)
+set(LJPERF_PATCH_HASH "")
+foreach(f IN LISTS LJPERF_PATCH_FILES)
+  file(SHA256 "${f}" h)
+  string(APPEND LJPERF_PATCH_HASH "${f} ${h}\n")
+endforeach()
+string(SHA256 LJPERF_PATCH_HASH "${LJPERF_PATCH_HASH}")
 
 if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   message(FATAL_ERROR "ljperf supports only x86-64 LuaJIT in GC64 mode; "
@@ -43,35 +54,42 @@ function(ljperf_debian_source PKG OUT)
   set(${OUT} "${dir}" PARENT_SCOPE)
 endfunction()
 
-# Copies SRC to DEST and applies the ljperf patch; fails naming file and hunk.
-function(ljperf_apply_patch DEST)
-  execute_process(COMMAND patch -p1 --forward --batch --dry-run -i "${LJPERF_PATCH}"
-                  WORKING_DIRECTORY "${DEST}"
+# Fails at configure time, naming them, if Debian packages listed in LIST
+# (a .ci/*-packages file: one per line, # comments) are not installed. Not
+# on a system without dpkg: there the build's own checks must do.
+function(ljperf_require_packages LIST WHAT)
+  find_program(LJPERF_DPKG_QUERY dpkg-query)
+  if(NOT LJPERF_DPKG_QUERY)
+    return()
+  endif()
+  file(STRINGS "${LIST}" pkgs REGEX "^[a-z0-9]")
+  set(missing "")
+  foreach(p IN LISTS pkgs)
+    execute_process(COMMAND "${LJPERF_DPKG_QUERY}" -W "-f=\${Status}" "${p}"
+                    OUTPUT_VARIABLE st ERROR_QUIET)
+    if(NOT st MATCHES "install ok installed")
+      list(APPEND missing "${p}")
+    endif()
+  endforeach()
+  if(missing)
+    list(JOIN missing " " m)
+    file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${LIST}")
+    message(FATAL_ERROR "${WHAT} needs Debian packages that are not installed: ${m}\n"
+            "Install them with: apt-get install ${m}   (list: ${rel})")
+  endif()
+endfunction()
+
+# Applies the vm_patch series to the tree DEST in place (vm_patch/apply);
+# fails naming the tree family, patch, file and hunk. Sets FAMILY_OUT.
+function(ljperf_apply_patch DEST FAMILY_OUT)
+  execute_process(COMMAND sh "${PROJECT_SOURCE_DIR}/vm_patch/apply" "${DEST}"
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    # patch prints "checking file F" (dry run) before the hunks of F.
-    set(file "?")
-    set(why "${out}${err}")
-    string(REPLACE "\n" ";" lines "${out}${err}")
-    foreach(line IN LISTS lines)
-      if(line MATCHES "^(checking|patching) file (.*)$")
-        set(file "${CMAKE_MATCH_2}")
-      elseif(line MATCHES "^(Hunk #[0-9]+ FAILED.*)$")
-        set(why "${CMAKE_MATCH_1}")
-        break()
-      elseif(line MATCHES "can't find file")
-        set(why "file to patch not found")
-        break()
-      endif()
-    endforeach()
-    message(FATAL_ERROR "vm_patch/fp_x64.patch does not apply to ${DEST}: "
-            "file ${file}: ${why}")
+    string(STRIP "${err}" err)
+    message(FATAL_ERROR "${err}")
   endif()
-  execute_process(COMMAND patch -p1 --forward --batch --quiet -i "${LJPERF_PATCH}"
-                  WORKING_DIRECTORY "${DEST}" RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "applying vm_patch/fp_x64.patch to ${DEST} failed")
-  endif()
+  string(STRIP "${out}" out)
+  set(${FAMILY_OUT} "${out}" PARENT_SCOPE)
 endfunction()
 
 # Prepares a pristine and a patched copy of SRC under DESTBASE; re-creates a
@@ -80,12 +98,11 @@ function(ljperf_prepare_trees SRC DESTBASE BASE_OUT PATCHED_OUT)
   if(NOT EXISTS "${SRC}/src/vm_x64.dasc")
     message(FATAL_ERROR "'${SRC}' is not a LuaJIT 2.1 tree (no src/vm_x64.dasc).")
   endif()
-  file(SHA256 "${LJPERF_PATCH}" patch_hash)
   foreach(kind base patched)
     set(dest "${DESTBASE}/${kind}")
     set(key "${SRC}")
     if(kind STREQUAL "patched")
-      set(key "${SRC} ${patch_hash}")
+      set(key "${SRC} ${LJPERF_PATCH_HASH}")
     endif()
     set(stamp "${dest}.stamp")
     set(old "")
@@ -96,11 +113,14 @@ function(ljperf_prepare_trees SRC DESTBASE BASE_OUT PATCHED_OUT)
       file(REMOVE_RECURSE "${dest}")
       file(COPY "${SRC}/" DESTINATION "${dest}" PATTERN ".git" EXCLUDE)
       if(kind STREQUAL "patched")
-        ljperf_apply_patch("${dest}")
+        ljperf_apply_patch("${dest}" family)
+        file(WRITE "${dest}.family" "${family}")
       endif()
       file(WRITE "${stamp}" "${key}")
     endif()
   endforeach()
+  file(READ "${DESTBASE}/patched.family" family)
+  message(STATUS "LuaJIT tree family: ${family} (vm_patch/apply)")
   set(${BASE_OUT} "${DESTBASE}/base" PARENT_SCOPE)
   set(${PATCHED_OUT} "${DESTBASE}/patched" PARENT_SCOPE)
 endfunction()

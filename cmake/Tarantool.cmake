@@ -1,6 +1,6 @@
 # Tarantool 2.6.0 built twice with its bundled LuaJIT in GC64 mode:
-#   bin/tarantool       third_party/luajit patched (vm_patch/fp_x64.patch)
-#                       plus the emitter sources (emitter/*.c, emitter/*.h)
+#   bin/tarantool       third_party/luajit patched (vm_patch series, which
+#                       also copies vm_patch/src and emitter/ into it)
 #   bin/tarantool-base  the same source unpatched (control)
 # Invariants:
 # - Both variants come from one Tarantool source and are configured with
@@ -14,7 +14,7 @@
 # - Both binaries run LuaJIT in GC64 mode (checked after every build).
 #
 # Requires cmake/LuaJITSource.cmake (ljperf_debian_source,
-# ljperf_apply_patch, LJPERF_PATCH) to be included first.
+# ljperf_apply_patch, LJPERF_PATCH_FILES, LJPERF_PATCH_HASH) to be included first.
 
 option(LJPERF_TARANTOOL "Build Tarantool 2.6.0 with the ljperf LuaJIT patch (bin/tarantool) and without (bin/tarantool-base)" OFF)
 if(NOT LJPERF_TARANTOOL)
@@ -23,6 +23,7 @@ endif()
 if(NOT COMMAND ljperf_apply_patch OR NOT COMMAND ljperf_debian_source)
   message(FATAL_ERROR "cmake/Tarantool.cmake needs cmake/LuaJITSource.cmake included before it.")
 endif()
+ljperf_require_packages("${PROJECT_SOURCE_DIR}/.ci/tarantool-packages" "-DLJPERF_TARANTOOL=ON")
 
 include(ExternalProject)
 
@@ -65,10 +66,11 @@ endforeach()
 
 # --- Emitter files (a new, removed or edited file re-runs configure) ----------
 file(GLOB ljperf_emitter_files CONFIGURE_DEPENDS
-     "${LJPERF_EMITTER_DIR}/*.c" "${LJPERF_EMITTER_DIR}/*.h")
+     "${LJPERF_EMITTER_DIR}/*.c" "${LJPERF_EMITTER_DIR}/*.h"
+     "${PROJECT_SOURCE_DIR}/vm_patch/src/*.c" "${PROJECT_SOURCE_DIR}/vm_patch/src/*.h")
 list(SORT ljperf_emitter_files)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-             "${LJPERF_PATCH}" ${ljperf_emitter_files})
+             ${LJPERF_PATCH_FILES} ${ljperf_emitter_files})
 
 # Makes DEST's files equal to STAGE's. Only files whose content differs are
 # written (they get a fresh mtime, so make sees exactly those as changed);
@@ -125,8 +127,7 @@ function(ljperf_tnt_prepare SRC KIND TREE BUILD)
   endif()
 
   # third_party/luajit: pristine + patch + emitter files.
-  file(SHA256 "${LJPERF_PATCH}" h)
-  set(key "patch ${h}")
+  set(key "patch ${LJPERF_PATCH_HASH}")
   foreach(f IN LISTS ljperf_emitter_files)
     file(SHA256 "${f}" h)
     get_filename_component(n "${f}" NAME)
@@ -145,11 +146,8 @@ function(ljperf_tnt_prepare SRC KIND TREE BUILD)
   set(stage "${LJPERF_TNT_DIR}/tarantool-third_party-luajit.patching")
   file(REMOVE_RECURSE "${stage}")
   file(COPY "${SRC}/third_party/luajit/" DESTINATION "${stage}" PATTERN ".git" EXCLUDE)
-  message(STATUS "Applying vm_patch/fp_x64.patch to Tarantool's third_party/luajit")
-  ljperf_apply_patch("${stage}")       # FATAL_ERROR naming file and hunk
-  if(ljperf_emitter_files)
-    file(COPY ${ljperf_emitter_files} DESTINATION "${stage}/src")
-  endif()
+  ljperf_apply_patch("${stage}" family)  # FATAL_ERROR naming family, file, hunk
+  message(STATUS "Patched Tarantool's third_party/luajit (family ${family})")
   ljperf_tnt_sync("${stage}" "${TREE}/third_party/luajit" changed)
   file(REMOVE_RECURSE "${stage}")
   if(changed)

@@ -1,0 +1,420 @@
+/*
+** Lua frame records for frame-pointer unwinding (ljperf).
+**
+** While recording is on, every active Lua frame has a record {next, ret} in
+** a per-thread area: next points at the record of the next Lua frame below,
+** or at the frame record of the VM entry below it, or (first frames of a
+** coroutine) at the coroutine's anchor; ret is a bytecode address in the
+** frame's function (its return PC into a callee, else its first
+** instruction). rbp points at the record of the running Lua frame, so the
+** kernel's frame-pointer unwinder walks through all Lua frames.
+**
+** Invariants:
+** - A frame's record sits in the area at the offset of its frame link slots
+**   (base-2, base-1): frames are >= 2 slots apart, so records never overlap.
+** - Areas cover the largest possible stack and never move or shrink while
+**   the thread lives, so no pointer to a record ever dangles.
+** - Areas are only released when their thread is freed (or at lua_close).
+*/
+
+#define lj_fprec_c
+#define LUA_CORE
+
+#include "lj_obj.h"
+
+#if LJ_HASFPREC
+
+#include <stdio.h>
+#include <sys/mman.h>
+
+#include "lj_fprec.h"
+#include "lj_frame.h"
+#include "lj_state.h"
+#include "lj_dispatch.h"
+#include "lj_vm.h"
+#if LJ_HASFFI
+#include "lj_ctype.h"
+#include "lj_ccall.h"
+#endif
+
+/* Record slots per area: more than any stack can have (incl. overflow). */
+#define FPREC_SLOTS	((size_t)LUAI_MAXSTACK + 4096)
+#define FPREC_AREA	((FPREC_SLOTS*sizeof(TValue) + 0xffff) & ~(size_t)0xffff)
+#define FPREC_CHUNK	16	/* Areas per mapping. Area 0 links the chunks. */
+#define FPREC_KEEP	65536	/* Bytes of an area kept resident on release. */
+
+#define fprec_rec(L, f)	((void **)((char *)((f)+1) + (L)->fprec_k))
+#define fprec_anchor(L)	((void **)(L)->fprec_area)
+/* The {caller rbp, return address} record pushed by a VM entry. */
+#define fprec_cfrec(cf)	((void **)((char *)cframe_raw(cf) + CFRAME_SIZE - 16))
+
+/* lj_dispatch_update() takes a lock flag in upstream 2.1 since 2025 and not
+** in the other trees: call whichever this tree declares (GCC builtins).
+*/
+typedef void (LJ_FASTCALL *FPDispUpd1)(global_State *g);
+typedef void (LJ_FASTCALL *FPDispUpd2)(global_State *g, int nolock);
+#define fprec_dispatch_update(g) \
+  __builtin_choose_expr(__builtin_types_compatible_p( \
+      __typeof__(&lj_dispatch_update), FPDispUpd2), \
+    ((FPDispUpd2)(void *)lj_dispatch_update)((g), 0), \
+    ((FPDispUpd1)(void *)lj_dispatch_update)((g)))
+
+/* -- Areas --------------------------------------------------------------- */
+
+static char *fprec_getarea(global_State *g)
+{
+  char *a = g->fprec_free;
+  if (!a) {
+    int i;
+    char *c = (char *)mmap(NULL, FPREC_CHUNK*FPREC_AREA, PROT_READ|PROT_WRITE,
+			   MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE, -1, 0);
+    if (c == MAP_FAILED) return NULL;
+    *(char **)c = g->fprec_chunks;
+    g->fprec_chunks = c;
+    for (i = FPREC_CHUNK-1; i >= 1; i--) {
+      char *x = c + (size_t)i*FPREC_AREA;
+      *(char **)x = g->fprec_free;
+      g->fprec_free = x;
+    }
+    a = g->fprec_free;
+  }
+  g->fprec_free = *(char **)a;
+  return a;
+}
+
+/* Rebias after a stack reallocation: record(base) = base + fprec_k. */
+static void fprec_rebias(lua_State *L)
+{
+  if (L->fprec_area) {
+    L->fprec_k = (intptr_t)L->fprec_area - (intptr_t)tvref(L->stack) - 16;
+    if (LJ_UNLIKELY(L->stacksize > FPREC_SLOTS)) {  /* Cannot happen. */
+      fputs("ljperf: stack larger than its frame record area, "
+	    "recording stopped\n", stderr);
+      lj_fprec_stop(L);
+    }
+  }
+}
+
+/* The stack of L moved by DELTA bytes from OLDST (resizestack). */
+void lj_fprec_resize(lua_State *L, char *oldst, ptrdiff_t delta)
+{
+  global_State *g = G(L);
+  if ((size_t)(mref(g->fprec_vbase, char) - oldst) <
+      (size_t)L->stacksize*sizeof(TValue))
+    setmref(g->fprec_vbase, mref(g->fprec_vbase, char) + delta);
+  fprec_rebias(L);
+}
+
+static int fprec_attach(global_State *g, lua_State *L)
+{
+  if (!L->fprec_area && !(L->fprec_area = fprec_getarea(g)))
+    return 0;
+  fprec_rebias(L);
+  return 1;
+}
+
+void lj_fprec_newthread(lua_State *L)
+{
+  global_State *g = G(L);
+  L->fprec_area = NULL;
+  if (g->fprec_on && !fprec_attach(g, L)) {
+    fputs("ljperf: out of memory for Lua frame records, recording stopped\n",
+	  stderr);
+    lj_fprec_stop(L);
+  }
+}
+
+void lj_fprec_freethread(global_State *g, lua_State *L)
+{
+  char *a = L->fprec_area;
+  if (a) {
+    if ((size_t)L->stacksize*sizeof(TValue) > FPREC_KEEP)
+      madvise(a + FPREC_KEEP, FPREC_AREA - FPREC_KEEP, MADV_DONTNEED);
+    *(char **)a = g->fprec_free;
+    g->fprec_free = a;
+    L->fprec_area = NULL;
+  }
+}
+
+void lj_fprec_close(global_State *g)
+{
+  char *c = g->fprec_chunks;
+  while (c) {
+    char *next = *(char **)c;
+    munmap(c, FPREC_CHUNK*FPREC_AREA);
+    c = next;
+  }
+  g->fprec_chunks = g->fprec_free = NULL;
+}
+
+/* -- Linking ------------------------------------------------------------- */
+
+/* Return addresses inside the interpreter: [lj_vm_asm_begin, VM end). */
+#if LJ_HASFFI
+#define FPREC_VMEND	((char *)(void *)lj_vm_ffi_call)  /* Last VM function. */
+#else
+#define FPREC_VMEND	(lj_vm_asm_begin + (1 << 20))
+#endif
+#define fprec_invm(ret) \
+  ((char *)(ret) >= lj_vm_asm_begin && (char *)(ret) < FPREC_VMEND)
+
+/* Walk modes of fprec_link(). */
+enum { FP_WRITE, FP_STOP, FP_TOP };
+
+/* Threads of one universe, to vouch for a lua_State read off the C stack. */
+typedef struct FPThreads { lua_State **v; MSize n; } FPThreads;
+
+static int fprec_member(FPThreads *th, void *L)
+{
+  MSize i;
+  for (i = 0; i < th->n; i++)
+    if ((void *)th->v[i] == L) return 1;
+  return 0;
+}
+
+/* The stack slot holding the interpreter's rbp, saved by the code VM entry
+** CF returns to: CF's own frame record if the interpreter called it
+** directly (coroutine.resume), else that of the C function the interpreter
+** called (which then re-entered the VM). NULL if frame pointers don't lead
+** back into the VM (a caller without them, or no VM below).
+*/
+static void **fprec_vmslot(void *cf)
+{
+  void **p = fprec_cfrec(cf);
+  int i;
+  for (i = 0; i < 16; i++) {
+    void **q;
+    if (fprec_invm(p[1])) return &p[0];
+    q = (void **)p[0];
+    if (q <= p || (char *)q - (char *)p > (1 << 23)) return NULL;
+    p = q;
+  }
+  return NULL;
+}
+
+static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
+			FPThreads *th);
+
+/* Fixes a saved interpreter rbp found at VM entry CF of L (recording was
+** off when it was saved). Another thread's VM below (a resume): its top
+** record, now. L's own VM below: returned, the caller links it later.
+*/
+static void **fprec_fixslot(lua_State *L, void *cf, FPThreads *th)
+{
+  void **slot = th ? fprec_vmslot(cf) : NULL;
+  char *vmcf = (char *)slot + 16;  /* Interpreter's rsp = its C frame. */
+  lua_State *Lv;
+  if (!slot) return NULL;
+  Lv = cframe_L(vmcf);
+  if (!fprec_member(th, Lv) || cframe_raw(Lv->cframe) != (void *)vmcf)
+    return NULL;  /* Not an interpreter frame of this universe. */
+  if (Lv == L) return slot;
+  *slot = fprec_link(Lv, NULL, NULL, FP_TOP, NULL);
+  return NULL;
+}
+
+/* Walks L's frames from the top down (mirrors err_unwind()). FP_WRITE:
+** writes the records of the Lua frames above STOP (all: NULL), each linked
+** to the next Lua frame below, the frame record of the VM entry below, or
+** for a coroutine's first frames its anchor; with TH (all threads, while
+** starting) also fixes interpreter rbps saved in C frames in between. PC is
+** the next instruction of the top frame (NULL: unknown). Returns the rbp
+** for the top frame. FP_STOP: returns the first record at or below STOP,
+** writing nothing. FP_TOP: returns the top record, writing nothing.
+*/
+static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
+			FPThreads *th)
+{
+  TValue *frame = L->base - 1, *bot = tvref(L->stack) + LJ_FR2;
+  void *cf = L->cframe;
+  void **pend = NULL;	/* Record still waiting for its next pointer. */
+  void **pslot = NULL;	/* Saved rbp waiting for the next record, too. */
+  void *top = NULL;
+  const BCIns *fpc = pc ? pc + 1 : NULL;  /* Return-address convention. */
+  int varg = 0;		/* At the lower part of a vararg frame? */
+  while (frame > bot) {
+    if (cf && cframe_nres(cframe_raw(cf)) < 0 &&
+	frame < restorestack(L, -cframe_nres(cframe_raw(cf)))) {
+      cf = cframe_prev(cf);  /* C frame without Lua frame: not ours. */
+      continue;
+    }
+    if (!varg && isluafunc(frame_func(frame))) {
+      void **rec = fprec_rec(L, frame);
+      GCproto *pt = funcproto(frame_func(frame));
+      if (mode == FP_TOP) return rec;
+      if (mode == FP_STOP) {
+	if (stop && frame+1 <= stop) return rec;
+      } else {
+	if (pend) *pend = rec;
+	if (pslot) { *pslot = rec; pslot = NULL; }
+	if (!top) top = rec;
+	if (stop && frame+1 <= stop)
+	  return top;
+	/* A trace exit may run an instruction copy (&T->startins). */
+	if (!fpc || fpc <= proto_bc(pt) || fpc > proto_bc(pt) + pt->sizebc)
+	  fpc = proto_bc(pt) + 1;
+	rec[1] = (void *)fpc;
+	pend = &rec[0];
+      }
+    }
+    varg = 0;
+    fpc = NULL;
+    switch (frame_typep(frame)) {
+    case FRAME_LUA: case FRAME_LUAP:
+      fpc = frame_pc(frame);
+      frame = frame_prevl(frame);
+      break;
+    case FRAME_VARG:  /* Same function below, with its own frame link. */
+      varg = 1;
+      frame = frame_prevd(frame);
+      break;
+    case FRAME_CONT:
+      if (frame_iscont_fficb(frame))
+	goto cframe;
+      fpc = frame_contpc(frame);
+      frame = frame_prevd(frame);
+      break;
+    case FRAME_PCALL: case FRAME_PCALLH:
+      frame = frame_prevd(frame);
+      break;
+    case FRAME_CP:
+      if (!cf || cframe_canyield(cf)) {  /* Coroutine: link to the anchor. */
+	void **anchor = fprec_anchor(L);
+	if (mode != FP_WRITE) return anchor;
+	if (cf) {
+	  void **cr = fprec_cfrec(cf);
+	  fprec_fixslot(L, cf, th);
+	  anchor[0] = cr[0];
+	  anchor[1] = cr[1];
+	}
+	if (pend) *pend = anchor;
+	return top ? top : anchor;
+      }
+      /* fallthrough */
+    case FRAME_C:
+    cframe:
+      if (!cf) return mode == FP_WRITE ? top : NULL;  /* Not running. */
+      if (mode != FP_WRITE) return fprec_cfrec(cf);
+      if (pend) *pend = fprec_cfrec(cf);
+      if (pslot) *pslot = fprec_cfrec(cf);
+      if (!top) top = fprec_cfrec(cf);
+      pend = NULL;
+      pslot = fprec_fixslot(L, cf, th);
+      cf = cframe_prev(cf);
+      frame = frame_prevd(frame);
+      break;
+    }
+  }
+  return top;
+}
+
+/* Called by the VM when it resumes interpreting after a trace ran. Records
+** above the trace's lowest base get rewritten, and the trace's rbp may
+** point into them: while that happens, perf walks from this function's
+** frame straight to the first record left alone.
+*/
+void *lj_fprec_exit(lua_State *L, const BCIns *pc)
+{
+  void **fp = (void **)__builtin_frame_address(0);
+  TValue *stop = mref(G(L)->fprec_vbase, TValue);
+  /* Saved rbp. Usually the trace's lowest base is a Lua frame's base. */
+  if (stop > tvref(L->stack) + 1 + LJ_FR2 && stop <= L->base &&
+      isluafunc(frame_func(stop - 1)))
+    fp[0] = fprec_rec(L, stop - 1);
+  else
+    fp[0] = fprec_link(L, stop, NULL, FP_STOP, NULL);
+  return fprec_link(L, stop, pc, FP_WRITE, NULL);
+}
+
+/* -- Dispatch ------------------------------------------------------------ */
+
+/* The handler for OP: its recording variant while DISPMODE_FPREC is set. */
+ASMFunction lj_fprec_ins(uint8_t mode, BCOp op)
+{
+  if ((mode & DISPMODE_FPREC)) {
+    switch (op) {
+#define FPREC_CASE(name, kind)	case BC_##name: return lj_vm_fp_##name;
+    FPRECDEF(FPREC_CASE)
+#undef FPREC_CASE
+    default: break;
+    }
+  }
+  return makeasmfunc(lj_bc_ofs[op]);
+}
+
+/* Called by lj_dispatch_update when the mode changes. Swaps the static
+** call/return handlers when DISPMODE_FPREC changed; returns the mode bits
+** whose dispatch entries must be redone (all after a swap).
+*/
+uint8_t lj_fprec_dispatch(ASMFunction *disp, uint8_t oldmode, uint8_t mode)
+{
+  if (((oldmode ^ mode) & DISPMODE_FPREC)) {
+#define FPREC_STATIC_S(name) \
+    disp[GG_LEN_DDISP+BC_##name] = lj_fprec_ins(mode, BC_##name);
+#define FPREC_STATIC_H(name)
+#define FPREC_STATIC(name, kind)	FPREC_STATIC_##kind(name)
+    FPRECDEF(FPREC_STATIC)
+#undef FPREC_STATIC
+#undef FPREC_STATIC_S
+#undef FPREC_STATIC_H
+    return 0xff;
+  }
+  return (uint8_t)(oldmode ^ mode);
+}
+
+/* Function headers that link records, unless call hooks are on. F_FUNCF is
+** the FUNCF handler lj_dispatch_update chose (hotcounting or not).
+*/
+void lj_fprec_heads(ASMFunction *disp, uint8_t mode, ASMFunction f_funcf)
+{
+  if ((mode & DISPMODE_FPREC)) {
+    disp[BC_FUNCF] = f_funcf == makeasmfunc(lj_bc_ofs[BC_FUNCF]) ?
+		     lj_vm_fp_FUNCF : lj_vm_fp_IFUNCF;
+    disp[BC_IFUNCF] = lj_vm_fp_IFUNCF;
+    disp[BC_JFUNCF] = lj_vm_fp_JFUNCF;
+    disp[BC_FUNCV] = lj_vm_fp_IFUNCV;
+    disp[BC_IFUNCV] = lj_vm_fp_IFUNCV;
+  }
+}
+
+/* -- Switching ----------------------------------------------------------- */
+
+/* Turns recording on: gives every thread an area, links the records of all
+** active frames (fixing interpreter rbps saved in C frames while recording
+** was off), then switches the dispatch table. Returns 0 on failure.
+*/
+int lj_fprec_start(lua_State *L)
+{
+  global_State *g = G(L);
+  FPThreads th = { NULL, 0 };
+  GCobj *o;
+  if (g->fprec_on) return 1;
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TTHREAD) {
+      if (!fprec_attach(g, gco2th(o))) return 0;
+      th.n++;
+    }
+  th.v = (lua_State **)malloc(th.n * sizeof(lua_State *));
+  th.n = 0;
+  for (o = gcref(g->gc.root); th.v && o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TTHREAD)
+      th.v[th.n++] = gco2th(o);
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TTHREAD)
+      fprec_link(gco2th(o), NULL, NULL, FP_WRITE, th.v ? &th : NULL);
+  free(th.v);
+  g->fprec_on = 1;
+  fprec_dispatch_update(g);
+  return 1;
+}
+
+void lj_fprec_stop(lua_State *L)
+{
+  global_State *g = G(L);
+  if (g->fprec_on) {
+    g->fprec_on = 0;
+    fprec_dispatch_update(g);
+  }
+}
+
+#endif

@@ -123,4 +123,7 @@ function(ljperf_build_luajit TREE NAME)
                      DEPENDS ${outs}
                      COMMENT "Installing ${NAME}" VERBATIM)
   add_custom_target(${NAME} ALL DEPENDS ${installed})
+  # Where the tree's build leaves luajit, libluajit.a (and, for CMake trees,
+  # generated headers): for tests that link the control library.
+  set(LJPERF_OUTDIR_${NAME} "${out}" PARENT_SCOPE)
 endfunction()

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""ljperf cost in instructions: patched LuaJIT (bin/luajit) vs control
+(bin/luajit-base), counted by valgrind, not timed.
+
+Wall time on a shared machine swings by more than the VM change costs;
+instruction counts do not. Every program of bench/progs (sizes from run.py,
+times --scale) runs once on the control and once on the patched VM per
+recording setting, under
+
+  setarch -R valgrind --tool=cachegrind --cache-sim=no --smc-check=all-non-file
+
+(ASLR off, so heap layout and hence trace formation repeat; JIT code is
+re-read when it changes). Printed per program: the control's count and the
+patched/control ratio for each setting; per mode: geometric mean and worst.
+Both VMs must print the same checksum, else the program is FAILED (exit 1).
+
+  icount.py                                 # all programs, jit and joff
+  icount.py --only fib,calls --modes joff
+  icount.py --settings off,frames           # LUAJIT_PERF unset / =frames
+  icount.py --scale 0.2                     # bigger runs (default 0.05)
+
+Settings: off (LUAJIT_PERF unset), or any LUAJIT_PERF value (frames, map,
+jitdump, 1). Counts include the VM's start-up (~1M instructions): sizes
+are chosen so a run counts 50M-1G instructions.
+"""
+
+import argparse
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run as wallclock  # noqa: E402  (program sizes and checksum format)
+
+IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def count(vm, mode, prog, size, env, tmp):
+    """Instructions of one run, and its checksum (None and a reason if not)."""
+    out = os.path.join(tmp, "cg.out")
+    cmd = ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no",
+           "--smc-check=all-non-file", "--cachegrind-out-file=" + out, vm]
+    cmd += (["-joff"] if mode == "joff" else [])
+    cmd += [os.path.join(wallclock.PROGS, prog + ".lua"), str(size)]
+    p = subprocess.Popen(cmd, env=env, cwd=wallclock.PROGS, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = (b.decode(errors="replace") for b in p.communicate())
+    try:    # valgrind runs the VM in its own process: the map is perf-PID.map
+        os.unlink("/tmp/perf-%d.map" % p.pid)
+    except OSError:
+        pass
+    sums = wallclock.CHECKSUM.findall(stdout)
+    m = IREFS.search(stderr)
+    if p.returncode != 0 or not sums or not m:
+        return None, None, "exit %d: %s" % (p.returncode, (stderr or stdout).strip()[-300:])
+    return int(m.group(1).replace(",", "")), sums[-1], None
+
+
+def scaled(prog, size, scale):
+    """run.py's SIZE times SCALE in work, whatever the program's growth."""
+    if prog == "fib":           # work grows by the golden ratio per step
+        return max(5, size + int(round(math.log(scale) / math.log(1.618))))
+    if prog == "spectral":      # quadratic in N
+        return max(2, int(round(size * math.sqrt(scale))))
+    return max(1, int(round(size * scale)))
+
+
+def env_for(setting, base_env):
+    env = dict(base_env)
+    if setting != "off":
+        env["LUAJIT_PERF"] = setting
+    return env
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Instruction counts, patched vs control LuaJIT.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--bin-dir", default=os.path.join(os.path.dirname(HERE), "build", "bin"),
+                    help="directory with luajit and luajit-base (default: <repo>/build/bin)")
+    ap.add_argument("--patched", help="patched VM (default: BIN_DIR/luajit)")
+    ap.add_argument("--base", help="control VM (default: BIN_DIR/luajit-base)")
+    ap.add_argument("--only", default="", help="comma-separated program names")
+    ap.add_argument("--modes", default="jit,joff", help="comma-separated: jit,joff")
+    ap.add_argument("--settings", default="off,frames,1",
+                    help="patched VM settings: off or LUAJIT_PERF values (default off,frames,1)")
+    ap.add_argument("--scale", type=float, default=0.05,
+                    help="multiply run.py's sizes (default 0.05)")
+    opts = ap.parse_args()
+
+    for tool in ("valgrind", "setarch"):
+        if not shutil.which(tool):
+            sys.exit("icount.py: %s not found (apt-get install valgrind util-linux)" % tool)
+    patched = opts.patched or os.path.join(opts.bin_dir, "luajit")
+    base = opts.base or os.path.join(opts.bin_dir, "luajit-base")
+    for vm in (patched, base):
+        if not os.access(vm, os.X_OK):
+            sys.exit("icount.py: %s is not executable (build first or pass --bin-dir)" % vm)
+    progs = sorted(wallclock.SIZES)
+    if opts.only:
+        want = [w.strip() for w in opts.only.split(",") if w.strip()]
+        unknown = [w for w in want if w not in wallclock.SIZES]
+        if unknown:
+            sys.exit("icount.py: unknown program(s): %s" % ", ".join(unknown))
+        progs = want
+    modes = [m for m in opts.modes.split(",") if m]
+    if any(m not in ("jit", "joff") for m in modes):
+        sys.exit("icount.py: modes are jit and joff")
+    settings = [s for s in opts.settings.split(",") if s]
+    if not settings:
+        sys.exit("icount.py: no settings")
+
+    base_env = dict(os.environ)
+    for k in ("LUA_PATH", "LUA_CPATH", "LUA_INIT", "LUAJIT_PERF"):
+        base_env.pop(k, None)
+    tmp = tempfile.mkdtemp(prefix="ljbench-icount-")
+    base_env["LUAJIT_PERF_DIR"] = tmp   # jitdumps of "1" runs land here
+    failed = 0
+    ratios = {(m, s): [] for m in modes for s in settings}
+    try:
+        print("%-14s %-4s %14s  %s" % ("program", "mode", "base insns",
+                                       "  ".join("%9s" % s for s in settings)))
+        for mode in modes:
+            for prog in progs:
+                size = scaled(prog, wallclock.SIZES[prog][0 if mode == "jit" else 1],
+                              opts.scale)
+                n0, sum0, err = count(base, mode, prog, size, base_env, tmp)
+                if err:
+                    print("%-14s %-4s FAILED (base): %s" % (prog, mode, err))
+                    failed += 1
+                    continue
+                cells = []
+                for s in settings:
+                    n, sm, err = count(patched, mode, prog, size, env_for(s, base_env), tmp)
+                    if err or sm != sum0:
+                        print("%-14s %-4s FAILED (%s): %s" % (prog, mode, s,
+                              err or "checksum %s, base %s" % (sm, sum0)))
+                        failed += 1
+                        cells.append("%9s" % "-")
+                        continue
+                    ratios[(mode, s)].append(n / n0)
+                    cells.append("%9.4f" % (n / n0))
+                    for f in os.listdir(tmp):   # drop jitdumps and maps now
+                        if f.startswith("jit-"):
+                            os.unlink(os.path.join(tmp, f))
+                print("%-14s %-4s %14d  %s" % (prog, mode, n0, "  ".join(cells)))
+                sys.stdout.flush()
+        print()
+        for mode in modes:
+            for s in settings:
+                r = ratios[(mode, s)]
+                if r:
+                    worst = max(r)
+                    print("%-4s %-7s geomean %.4f (%+.2f%%)  worst %.4f (%+.2f%%)"
+                          % (mode, s, geomean(r), 100 * (geomean(r) - 1), worst, 100 * (worst - 1)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,9 +11,10 @@
 ** - every trace: its machine code named TRACE_N::CHUNK:LINE::OWNER (OWNER is
 **   the label of the prototype the trace starts in), lines from snapshots.
 ** Activation: LUAJIT_PERF (unset, "" or "0": off; "1": everything; or a
-** comma list of map,jitdump,frames), jit.perf.start/stop/status, and
-** luaJIT_perf_start/stop/status for embedders. Everything here must leave
-** the program running: errors are reported once and switch parts off.
+** comma list of map,jitdump,frames; nothing else), jit.perf.start/stop/
+** status, and luaJIT_perf_start/stop/status for embedders (status: the
+** LUAJIT_PERF_* bits of luajit.h). Everything here must leave the program
+** running: errors are reported once and switch parts off.
 */
 
 #define lj_perf_c
@@ -39,8 +40,8 @@
 #include "lj_perf.h"
 #include "ljperf_emit.h"
 
-#define PERF_ALL	(LJ_PERF_MAP|LJ_PERF_JITDUMP|LJ_PERF_FRAMES)
-#define PERF_EMIT	(LJ_PERF_MAP|LJ_PERF_JITDUMP)
+#define PERF_ALL	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP|LUAJIT_PERF_FRAMES)
+#define PERF_EMIT	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP)
 /* perfmask bit private to this file: describe everything at the next chunk
 ** load. Set when output starts on a state that has no prototypes yet (at
 ** lua_newstate): the standard library's Lua functions (table.remove, ...)
@@ -59,33 +60,36 @@
 
 /* -- Parts ---------------------------------------------------------------- */
 
-/* Parses "1", "0", "" or a comma list of map,jitdump,frames. Returns -1 and
-** the first bad word in BAD for anything else.
+/* What a LUAJIT_PERF value or a start/stop argument may be. */
+#define PERF_VALUES	"1, 0 or a comma list of map,jitdump,frames"
+
+/* Parses "1", "0", "" or a comma list of map,jitdump,frames (no empty
+** words). Returns -1 and the first bad word in BAD for anything else.
 */
 static int perf_parse(const char *s, unsigned *mask, char *bad, size_t badsz)
 {
   *mask = 0;
   if (!s || !*s || !strcmp(s, "0")) return 0;
-  if (!strcmp(s, "1") || !strcmp(s, "all")) { *mask = PERF_ALL; return 0; }
-  while (*s) {
+  if (!strcmp(s, "1")) { *mask = PERF_ALL; return 0; }
+  for (;;) {
     size_t n = strcspn(s, ",");
-    if (n == 3 && !strncmp(s, "map", 3)) *mask |= LJ_PERF_MAP;
-    else if (n == 7 && !strncmp(s, "jitdump", 7)) *mask |= LJ_PERF_JITDUMP;
-    else if (n == 6 && !strncmp(s, "frames", 6)) *mask |= LJ_PERF_FRAMES;
-    else if (n > 0) {
+    if (n == 3 && !strncmp(s, "map", 3)) *mask |= LUAJIT_PERF_MAP;
+    else if (n == 7 && !strncmp(s, "jitdump", 7)) *mask |= LUAJIT_PERF_JITDUMP;
+    else if (n == 6 && !strncmp(s, "frames", 6)) *mask |= LUAJIT_PERF_FRAMES;
+    else {
       snprintf(bad, badsz, "%.*s", (int)(n > 40 ? 40 : n), s);
+      *mask = 0;
       return -1;
     }
-    s += n;
-    if (*s == ',') s++;
+    if (!s[n]) return 0;
+    s += n + 1;
   }
-  return 0;
 }
 
 static unsigned perf_writers(unsigned mask)
 {
-  return ((mask & LJ_PERF_MAP) ? LJP_MAP : 0) |
-	 ((mask & LJ_PERF_JITDUMP) ? LJP_JITDUMP : 0);
+  return ((mask & LUAJIT_PERF_MAP) ? LJP_MAP : 0) |
+	 ((mask & LUAJIT_PERF_JITDUMP) ? LJP_JITDUMP : 0);
 }
 
 /* -- Names ---------------------------------------------------------------- */
@@ -631,8 +635,8 @@ static unsigned perf_start(lua_State *L, unsigned mask)
     unsigned open, got, had;
     pthread_once(&perf_once, perf_register_atexit);
     open = ljp_emit_open(perf_writers(emit), NULL);
-    got = ((open & LJP_MAP) ? LJ_PERF_MAP : 0) |
-	  ((open & LJP_JITDUMP) ? LJ_PERF_JITDUMP : 0);
+    got = ((open & LJP_MAP) ? LUAJIT_PERF_MAP : 0) |
+	  ((open & LJP_JITDUMP) ? LUAJIT_PERF_JITDUMP : 0);
     had = g->perfmask & PERF_EMIT;
     failed |= emit & ~got;
     g->perfmask |= emit & got;
@@ -642,9 +646,9 @@ static unsigned perf_start(lua_State *L, unsigned mask)
       if (perf_all(g) == 0) g->perfmask |= PERF_RESCAN;
     }
   }
-  if ((mask & LJ_PERF_FRAMES)) {
-    if (lj_fprec_start(L)) g->perfmask |= LJ_PERF_FRAMES;
-    else failed |= LJ_PERF_FRAMES;
+  if ((mask & LUAJIT_PERF_FRAMES)) {
+    if (lj_fprec_start(L)) g->perfmask |= LUAJIT_PERF_FRAMES;
+    else failed |= LUAJIT_PERF_FRAMES;
   }
   return failed;
 }
@@ -652,7 +656,7 @@ static unsigned perf_start(lua_State *L, unsigned mask)
 static void perf_stop(lua_State *L, unsigned mask)
 {
   global_State *g = G(L);
-  if ((mask & LJ_PERF_FRAMES)) lj_fprec_stop(L);
+  if ((mask & LUAJIT_PERF_FRAMES)) lj_fprec_stop(L);
   g->perfmask &= ~mask;
   if (!(g->perfmask & PERF_EMIT)) g->perfmask &= ~PERF_RESCAN;
 }
@@ -663,9 +667,9 @@ static unsigned perf_status(global_State *g)
   int fresh = 0;
   unsigned open = mask ? ljp_emit_begin(&fresh) : 0;
   if (fresh) perf_all(g);
-  if (!(open & LJP_MAP)) mask &= ~LJ_PERF_MAP;
-  if (!(open & LJP_JITDUMP)) mask &= ~LJ_PERF_JITDUMP;
-  if (g->fprec_on) mask |= LJ_PERF_FRAMES;
+  if (!(open & LJP_MAP)) mask &= ~LUAJIT_PERF_MAP;
+  if (!(open & LJP_JITDUMP)) mask &= ~LUAJIT_PERF_JITDUMP;
+  if (g->fprec_on) mask |= LUAJIT_PERF_FRAMES;
   return mask;
 }
 
@@ -675,11 +679,11 @@ void lj_perf_init(lua_State *L)
   char bad[48];
   const char *env = getenv("LUAJIT_PERF");
   if (perf_parse(env, &mask, bad, sizeof(bad)) < 0) {
-    fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' "
-		    "(use 1 or a comma list of map,jitdump,frames)\n", bad);
+    fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' (use "
+		    PERF_VALUES ")\n", bad);
     return;
   }
-  if (mask && (mask = perf_start(L, mask)) != 0 && (mask & LJ_PERF_FRAMES))
+  if (mask && (mask = perf_start(L, mask)) != 0 && (mask & LUAJIT_PERF_FRAMES))
     fputs("ljperf: Lua frame recording could not start\n", stderr);
 }
 
@@ -720,8 +724,7 @@ static unsigned perf_argparts(lua_State *L)
   char bad[48];
   const char *what = luaL_optstring(L, 1, "1");
   if (perf_parse(what, &mask, bad, sizeof(bad)) < 0)
-    luaL_error(L, "unknown part '%s' (use a comma list of map,jitdump,frames)",
-	       bad);
+    luaL_error(L, "unknown part '%s' (use " PERF_VALUES ")", bad);
   return mask;
 }
 
@@ -731,9 +734,9 @@ static int perf_lstart(lua_State *L)
   if (failed) {
     lua_pushnil(L);
     lua_pushfstring(L, "could not start:%s%s%s",
-		    (failed & LJ_PERF_MAP) ? " map" : "",
-		    (failed & LJ_PERF_JITDUMP) ? " jitdump" : "",
-		    (failed & LJ_PERF_FRAMES) ? " frames" : "");
+		    (failed & LUAJIT_PERF_MAP) ? " map" : "",
+		    (failed & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
+		    (failed & LUAJIT_PERF_FRAMES) ? " frames" : "");
     return 2;
   }
   lua_pushboolean(L, 1);
@@ -751,11 +754,11 @@ static int perf_lstatus(lua_State *L)
 {
   unsigned mask = perf_status(G(L));
   lua_createtable(L, 0, 3);
-  lua_pushboolean(L, (mask & LJ_PERF_MAP) != 0);
+  lua_pushboolean(L, (mask & LUAJIT_PERF_MAP) != 0);
   lua_setfield(L, -2, "map");
-  lua_pushboolean(L, (mask & LJ_PERF_JITDUMP) != 0);
+  lua_pushboolean(L, (mask & LUAJIT_PERF_JITDUMP) != 0);
   lua_setfield(L, -2, "jitdump");
-  lua_pushboolean(L, (mask & LJ_PERF_FRAMES) != 0);
+  lua_pushboolean(L, (mask & LUAJIT_PERF_FRAMES) != 0);
   lua_setfield(L, -2, "frames");
   return 1;
 }

@@ -14,7 +14,10 @@
 ** comma list of map,jitdump,frames; nothing else), jit.perf.start/stop/
 ** status, and luaJIT_perf_start/stop/status for embedders (status: the
 ** LUAJIT_PERF_* bits of luajit.h). Everything here must leave the program
-** running: errors are reported once and switch parts off.
+** running: errors are reported once and switch parts off; what perf is not
+** told is reported once and counted (ljp_emit_drop).
+** File-scope names carry a prefix (perf_, pb_, Perf): ljamalg.c compiles
+** this file together with all of LuaJIT.
 */
 
 #define lj_perf_c
@@ -39,6 +42,7 @@
 #include "lj_fprec.h"
 #include "lj_perf.h"
 #include "ljperf_emit.h"
+#include "ljperf_set.h"
 
 #define PERF_ALL	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP|LUAJIT_PERF_FRAMES)
 #define PERF_EMIT	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP)
@@ -96,15 +100,12 @@ static unsigned perf_writers(unsigned mask)
 
 typedef struct PerfBuf { char *p; size_t n, sz; } PerfBuf;
 
-/* Appends LEN bytes of S, replacing what perf or folded stacks can't take. */
+/* Appends LEN bytes of S (as much as fits), cleaned by ljp_name_copy. */
 static void pb_put(PerfBuf *b, const char *s, size_t len)
 {
-  while (len-- > 0 && b->n + 1 < b->sz) {
-    char c = *s++;
-    if (c == '(' || c == ')' || c == ';' || (unsigned char)c <= ' ' || c == 127)
-      c = '_';
-    b->p[b->n++] = c;
-  }
+  if (len > b->sz - 1 - b->n) len = b->sz - 1 - b->n;
+  ljp_name_copy(b->p + b->n, s, len);
+  b->n += len;
   b->p[b->n] = '\0';
 }
 
@@ -177,7 +178,7 @@ static void pb_chunk(PerfBuf *b, GCproto *pt)
   }
 }
 
-static GCstr *kstr(GCproto *pt, BCReg idx)
+static GCstr *perf_kstr(GCproto *pt, BCReg idx)
 {
   return gco2str(proto_kgc(pt, ~(ptrdiff_t)idx));
 }
@@ -206,7 +207,7 @@ static int pb_slot(PerfBuf *b, GCproto *pt, BCPos pc, BCReg slot, int depth)
 	  size_t n0 = b->n;
 	  if (pb_slot(b, pt, p, bc_b(ins), depth-1)) pb_str(b, ".");
 	  else b->n = n0;
-	  pb_str(b, strdata(kstr(pt, bc_c(ins))));
+	  pb_str(b, strdata(perf_kstr(pt, bc_c(ins))));
 	  return 1;
 	}
 	break;
@@ -238,7 +239,10 @@ static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
     BCIns ins = bc[pc+1];
     switch (bc_op(ins)) {
     case BC_GSET:
-      if (bc_a(ins) == a) { pb_str(b, strdata(kstr(pt, bc_d(ins)))); return 1; }
+      if (bc_a(ins) == a) {
+	pb_str(b, strdata(perf_kstr(pt, bc_d(ins))));
+	return 1;
+      }
       break;
     case BC_TSETS:
       if (bc_a(ins) == a) {
@@ -247,7 +251,7 @@ static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
 	  pb_str(b, perf_isself(child) ? ":" : ".");
 	else
 	  b->n = n0;
-	pb_str(b, strdata(kstr(pt, bc_c(ins))));
+	pb_str(b, strdata(perf_kstr(pt, bc_c(ins))));
 	return 1;
       }
       break;
@@ -295,60 +299,58 @@ typedef struct PerfName {
   const void *pt, *chunk;
   BCLine firstline;
   MSize sizebc;
-  char *name;
+  char name[];
 } PerfName;
 
-static struct { PerfName *v; size_t mask, n; } names;
-static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static LJPSet perf_names;
+static pthread_mutex_t perf_names_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static PerfName *names_slot(const void *pt)
+static int perf_names_eq(const void *p, const void *key)
 {
-  size_t i = ((uintptr_t)pt >> 4) & names.mask;
-  while (names.v[i].pt && names.v[i].pt != pt) i = (i + 1) & names.mask;
-  return &names.v[i];
+  return ((const PerfName *)p)->pt == key;
 }
 
-static void names_put(GCproto *pt, const char *name)
+static void perf_names_put(GCproto *pt, const char *name)
 {
-  pthread_mutex_lock(&names_lock);
-  if (2*(names.n + 1) > names.mask) {  /* Grow (or create) the table. */
-    size_t i, mask = names.mask ? 2*names.mask + 1 : 255;
-    PerfName *old = names.v, *v = (PerfName *)calloc(mask + 1, sizeof(*v));
-    size_t oldn = old ? names.mask + 1 : 0;
-    if (!v) goto out;
-    names.v = v; names.mask = mask;
-    for (i = 0; i < oldn; i++)
-      if (old[i].pt) *names_slot(old[i].pt) = old[i];
-    free(old);
+  uint64_t h = ljp_hash_ptr(pt);
+  size_t len = strlen(name) + 1;
+  PerfName *e = (PerfName *)malloc(sizeof(PerfName) + len);
+  LJPSlot *slot;
+  if (!e) goto nomem;
+  e->pt = pt;
+  e->chunk = gcref(pt->chunkname);
+  e->firstline = pt->firstline;
+  e->sizebc = pt->sizebc;
+  memcpy(e->name, name, len);
+  pthread_mutex_lock(&perf_names_lock);
+  if (ljp_set_reserve(&perf_names) < 0) {
+    pthread_mutex_unlock(&perf_names_lock);
+    free(e);
+    goto nomem;
   }
-  {
-    PerfName *e = names_slot(pt);
-    char *copy = strdup(name);
-    if (!copy) goto out;
-    if (!e->pt) names.n++;
-    free(e->name);
-    e->pt = pt;
-    e->chunk = gcref(pt->chunkname);
-    e->firstline = pt->firstline;
-    e->sizebc = pt->sizebc;
-    e->name = copy;
-  }
-out:
-  pthread_mutex_unlock(&names_lock);
+  slot = ljp_set_slot(&perf_names, h, perf_names_eq, pt);
+  if (slot->h) { free(slot->p); slot->p = e; }  /* A new proto, same address. */
+  else ljp_set_fill(&perf_names, slot, h, e);
+  pthread_mutex_unlock(&perf_names_lock);
+  return;
+nomem:
+  ljp_emit_drop(LJP_DROP_NAME);
 }
 
 /* Copies the name of PT into BUF (empty if unknown). */
-static void names_get(GCproto *pt, char *buf, size_t sz)
+static void perf_names_get(GCproto *pt, char *buf, size_t sz)
 {
+  LJPSlot *slot;
   buf[0] = '\0';
-  pthread_mutex_lock(&names_lock);
-  if (names.v) {
-    PerfName *e = names_slot(pt);
-    if (e->pt && e->chunk == gcref(pt->chunkname) &&
+  pthread_mutex_lock(&perf_names_lock);
+  slot = ljp_set_find(&perf_names, ljp_hash_ptr(pt), perf_names_eq, pt);
+  if (slot) {
+    PerfName *e = (PerfName *)slot->p;
+    if (e->chunk == gcref(pt->chunkname) &&
 	e->firstline == pt->firstline && e->sizebc == pt->sizebc)
       snprintf(buf, sz, "%s", e->name);
   }
-  pthread_mutex_unlock(&names_lock);
+  pthread_mutex_unlock(&perf_names_lock);
 }
 
 /* -- Describing code ------------------------------------------------------ */
@@ -356,7 +358,8 @@ static void names_get(GCproto *pt, char *buf, size_t sz)
 /* Line table scratch space, grown as needed (malloc: never a Lua error). */
 typedef struct PerfLines { LJPLine *v; size_t n, sz; } PerfLines;
 
-static int pl_add(PerfLines *pl, uint64_t addr, uint32_t line, const char *file)
+static int perf_lines_add(PerfLines *pl, uint64_t addr, uint32_t line,
+			  const char *file)
 {
   if (pl->n && pl->v[pl->n-1].line == line && pl->v[pl->n-1].file == file)
     return 1;
@@ -381,16 +384,16 @@ static void perf_proto(GCproto *pt, const char *name)
   uint64_t bc = (uint64_t)(uintptr_t)proto_bc(pt);
   uint64_t size = 4*(uint64_t)pt->sizebc + 4;  /* PCs point after an ins. */
   nbuf[0] = fbuf[0] = '\0';
-  if (name && *name) names_put(pt, name);
+  if (name && *name) perf_names_put(pt, name);
   pb_label(&nb, pt, name);
   pb_chunk(&fb, pt);
   if (proto_lineinfo(pt)) {
     BCPos i;
-    int ok = pl_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
+    int ok = perf_lines_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
     for (i = 0; ok && i < pt->sizebc; i++)
-      ok = pl_add(&pl, bc + 4*(uint64_t)(i+1),
-		  (uint32_t)lj_debug_line(pt, i), fbuf);
-    if (!ok) pl.n = 0;
+      ok = perf_lines_add(&pl, bc + 4*(uint64_t)(i+1),
+			  (uint32_t)lj_debug_line(pt, i), fbuf);
+    if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   }
   ljp_emit_load(bc, size, nbuf, NULL, pl.v, pl.n);
   free(pl.v);
@@ -415,44 +418,136 @@ static void perf_children(GCproto *pt)
   }
 }
 
-/* Prototype that contains PC among the frames of snapshot SN of trace T. */
-static GCproto *perf_snappt(GCtrace *T, SnapShot *snap, const BCIns *pc)
+static int perf_haspc(GCproto *pt, const BCIns *pc)
+{
+  return pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc;
+}
+
+/* A prototype among the constants of T that holds PC, or NULL. A closure
+** the recorder specialised to its prototype leaves a KGC prototype (and a
+** non-constant frame); a return below the start frame (RETF) the
+** prototype returned to.
+*/
+static GCproto *perf_kproto(GCtrace *T, const BCIns *pc)
+{
+  IRRef ref;
+  for (ref = T->nk; ref < REF_TRUE; ref++) {  /* As gc_traverse_trace. */
+    IRIns *ir = &T->ir[ref];
+    if (ir->o == IR_KGC) {
+      GCobj *o = ir_kgc(ir);
+      if (o->gch.gct == ~LJ_TPROTO && perf_haspc(gco2pt(o), pc))
+	return gco2pt(o);
+      if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn) &&
+	  perf_haspc(funcproto(&o->fn), pc))
+	return funcproto(&o->fn);
+    }
+    if (irt_is64(ir->t) && ir->o != IR_KNULL) ref++;
+  }
+  return NULL;
+}
+
+/* Prototype that holds PC, the bytecode of snapshot SNAP of trace T: the
+** innermost frame's function if it is a constant, or T's start, or one
+** among T's constants. A side trace may run in frames its parents entered:
+** then the root's start or a prototype among the constants of the traces
+** of its tree (e.g. a parent's RETF). NULL if none holds PC; then *CFUNC
+** tells whether PC is the pseudo bytecode of a C or fast function (in
+** global_State or GG_State): a snapshot in such a frame has no Lua line.
+*/
+static GCproto *perf_snappt(jit_State *J, GCtrace *T, SnapShot *snap,
+			    const BCIns *pc, int *cfunc)
 {
   SnapEntry *map = &T->snapmap[snap->mapofs];
   GCproto *pt = gco2pt(gcref(T->startpt));
+  GCtrace *R;
   MSize n;
+  global_State *g = J2G(J);
+  *cfunc = pc == &g->bc_cfunc_int || pc == &g->bc_cfunc_ext ||
+	   (pc >= G2GG(g)->bcff && pc < G2GG(g)->bcff + GG_NUM_ASMFF);
+  if (*cfunc) return NULL;
   for (n = 0; n < snap->nent; n++)
     if ((map[n] & SNAP_FRAME)) {
-      IRIns *ir = &T->ir[snap_ref(map[n])];
-      if (irref_isk(snap_ref(map[n])) && ir->o == IR_KGC) {
-	GCobj *o = ir_kgc(ir);
+      /* The frame's function: in its slot, or (LJ_FR2: a frame is two
+      ** slots, the frame link marked) in the slot below. */
+      SnapEntry fn = map[n];
+      if (LJ_FR2)
+	fn = n > 0 && snap_slot(map[n-1]) + 1 == snap_slot(map[n]) ?
+	     map[n-1] : 0;
+      if (fn && irref_isk(snap_ref(fn)) && T->ir[snap_ref(fn)].o == IR_KGC) {
+	GCobj *o = ir_kgc(&T->ir[snap_ref(fn)]);
 	if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn))
 	  pt = funcproto(&o->fn);
       }
     }
-  if (pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc) return pt;
+  if (perf_haspc(pt, pc)) return pt;
   pt = gco2pt(gcref(T->startpt));
-  if (pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc) return pt;
+  if (perf_haspc(pt, pc)) return pt;
+  if ((pt = perf_kproto(T, pc))) return pt;
+  if (!T->root || !(R = traceref(J, T->root))) return NULL;
+  pt = gco2pt(gcref(R->startpt));
+  if (perf_haspc(pt, pc)) return pt;
+  for (; R; R = R->nextside ? traceref(J, R->nextside) : NULL)
+    if (R != T && (pt = perf_kproto(R, pc))) return pt;
   return NULL;
 }
 
-static void perf_trace(GCtrace *T)
+/* Chunk names of the prototypes a trace's lines come from: LJPLine.file
+** points into them until the trace is described. Grown as needed.
+*/
+typedef struct PerfFile { GCproto *pt; char *name; } PerfFile;
+typedef struct PerfFiles { PerfFile *v; size_t n, sz; } PerfFiles;
+
+/* The chunk name of PT, or NULL without memory. */
+static const char *perf_file(PerfFiles *pf, GCproto *pt)
+{
+  char buf[PERF_NAMESZ];
+  PerfBuf b = { buf, 0, sizeof(buf) };
+  size_t i;
+  for (i = 0; i < pf->n; i++)
+    if (pf->v[i].pt == pt) return pf->v[i].name;
+  if (pf->n == pf->sz) {
+    size_t sz = pf->sz ? 2*pf->sz : 8;
+    PerfFile *v = (PerfFile *)realloc(pf->v, sz*sizeof(PerfFile));
+    if (!v) return NULL;
+    pf->v = v; pf->sz = sz;
+  }
+  buf[0] = '\0';
+  pb_chunk(&b, pt);
+  if (!(pf->v[pf->n].name = strdup(buf))) return NULL;
+  pf->v[pf->n].pt = pt;
+  return pf->v[pf->n++].name;
+}
+
+static void perf_files_free(PerfFiles *pf)
+{
+  size_t i;
+  for (i = 0; i < pf->n; i++) free(pf->v[i].name);
+  free(pf->v);
+}
+
+#ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
+#define PERF_NSNAP(T)		((T)->nsnap)
+#define PERF_SNAPOFS(snap)	((snap)->mcofs)
+#else  /* Older LuaJIT (e.g. Tarantool's): the start line only. */
+#define PERF_NSNAP(T)		((T)->nsnap ? 1 : 0)
+#define PERF_SNAPOFS(snap)	0
+#endif
+
+static void perf_trace(jit_State *J, GCtrace *T)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
   char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ];
   PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
   PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
   PerfLines pl = { NULL, 0, 0 };
-  /* Files of line entries must stay valid until the load is written. */
-  char files[8][PERF_NAMESZ];
-  GCproto *filept[8];
-  int nfiles = 0, ok = 1;
+  PerfFiles pf = { NULL, 0, 0 };
+  int ok = 1;
   SnapNo i;
   uint64_t mc = (uint64_t)(uintptr_t)T->mcode;
   const BCIns *startpc = mref(T->startpc, const BCIns);
   char pname[PERF_NAMESZ];
   nbuf[0] = ownbuf[0] = '\0';
-  names_get(pt, pname, sizeof(pname));
+  perf_names_get(pt, pname, sizeof(pname));
   pb_label(&ob, pt, pname);
   pb_str(&nb, "TRACE_");
   pb_int(&nb, (long)T->traceno);
@@ -462,34 +557,24 @@ static void perf_trace(GCtrace *T)
   pb_int(&nb, (long)lj_debug_line(pt, proto_bcpos(pt, startpc)));
   pb_str(&nb, "::");
   pb_str(&nb, ownbuf);
-  for (i = 0; ok && i < T->nsnap; i++) {
+  for (i = 0; ok && i < PERF_NSNAP(T); i++) {
     SnapShot *snap = &T->snap[i];
     const BCIns *pc = snap_pc(&T->snapmap[snap->mapofs + snap->nent]);
-    GCproto *spt = perf_snappt(T, snap, pc);
-    int f;
-    if (!spt) continue;
-    for (f = 0; f < nfiles && filept[f] != spt; f++) ;
-    if (f == nfiles) {
-      if (nfiles == 8) continue;
-      {
-	PerfBuf fb = { files[f], 0, PERF_NAMESZ };
-	files[f][0] = '\0';
-	pb_chunk(&fb, spt);
-      }
-      filept[nfiles++] = spt;
+    int cfunc;
+    GCproto *spt = perf_snappt(J, T, snap, pc, &cfunc);
+    const char *file;
+    if (!spt) {
+      if (!cfunc) ljp_emit_drop(LJP_DROP_SNAPPT);
+      continue;
     }
-#ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
-    ok = pl_add(&pl, mc + (i ? snap->mcofs : 0),
-		(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)), files[f]);
-#else  /* Older LuaJIT (e.g. Tarantool's): the start line only. */
-    ok = i ? 1 : pl_add(&pl, mc,
-			(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)),
-			files[f]);
-#endif
+    ok = (file = perf_file(&pf, spt)) != NULL &&
+	 perf_lines_add(&pl, mc + (i ? PERF_SNAPOFS(snap) : 0),
+			(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)), file);
   }
-  if (!ok) pl.n = 0;
+  if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   ljp_emit_load(mc, T->szmcode, nbuf, NULL, pl.v, pl.n);
   free(pl.v);
+  perf_files_free(&pf);
 }
 
 /* Exit stub groups: code asm_exitstub_gen puts at the bottom of the mcode
@@ -515,23 +600,16 @@ static void perf_stubs(jit_State *J, int all)
 #endif
 }
 
-/* Pointer set (open addressing) of prototypes that have a live parent. */
-typedef struct PerfSet { void **v; size_t mask; } PerfSet;
+static int perf_ptreq(const void *p, const void *key) { return p == key; }
 
-static void ps_add(PerfSet *ps, void *p)
+/* Adds P to the pointer set PS. 0, or -1 without memory. */
+static int perf_ptradd(LJPSet *ps, void *p)
 {
-  size_t i = ((uintptr_t)p >> 4) & ps->mask;
-  while (ps->v[i] && ps->v[i] != p) i = (i + 1) & ps->mask;
-  ps->v[i] = p;
-}
-
-static int ps_has(PerfSet *ps, void *p)
-{
-  size_t i = ((uintptr_t)p >> 4) & ps->mask;
-  while (ps->v[i]) {
-    if (ps->v[i] == p) return 1;
-    i = (i + 1) & ps->mask;
-  }
+  uint64_t h = ljp_hash_ptr(p);
+  LJPSlot *slot;
+  if (ljp_set_reserve(ps) < 0) return -1;
+  slot = ljp_set_slot(ps, h, perf_ptreq, p);
+  if (!slot->h) ljp_set_fill(ps, slot, h, p);
   return 0;
 }
 
@@ -542,29 +620,34 @@ static size_t perf_all(global_State *g)
 {
   GCobj *o;
   size_t n = 0;
-  PerfSet ps;
+  LJPSet haveparent = { NULL, 0, 0 };
+  int ok = 1;
   ljp_emit_batch_begin();
-  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TPROTO) n++;
-  for (ps.mask = 15; ps.mask < 2*n; ps.mask = 2*ps.mask + 1) ;
-  ps.v = (void **)calloc(ps.mask + 1, sizeof(void *));
-  for (o = gcref(g->gc.root); ps.v && o != NULL; o = gcref(o->gch.nextgc))
+  for (o = gcref(g->gc.root); ok && o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TPROTO && (gco2pt(o)->flags & PROTO_CHILD)) {
       GCproto *pt = gco2pt(o);
       BCPos pc;
-      for (pc = 0; pc < pt->sizebc; pc++)
+      for (pc = 0; ok && pc < pt->sizebc; pc++)
 	if (bc_op(proto_bc(pt)[pc]) == BC_FNEW)
-	  ps_add(&ps, proto_kgc(pt, ~(ptrdiff_t)bc_d(proto_bc(pt)[pc])));
+	  ok = perf_ptradd(&haveparent,
+		 proto_kgc(pt, ~(ptrdiff_t)bc_d(proto_bc(pt)[pc]))) == 0;
     }
+  if (!ok) {  /* Then every prototype is a root, described without name. */
+    ljp_set_free(&haveparent, 0);
+    ljp_emit_drop(LJP_DROP_PARENT);
+  }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TPROTO && !(ps.v && ps_has(&ps, o))) {
-      perf_proto(gco2pt(o), NULL);
-      perf_children(gco2pt(o));
+    if (o->gch.gct == ~LJ_TPROTO) {
+      n++;
+      if (!ljp_set_find(&haveparent, ljp_hash_ptr(o), perf_ptreq, o)) {
+	perf_proto(gco2pt(o), NULL);
+	perf_children(gco2pt(o));
+      }
     }
-  free(ps.v);
+  ljp_set_free(&haveparent, 0);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
-      perf_trace(gco2trace(o));
+      perf_trace(G2J(g), gco2trace(o));
   perf_stubs(G2J(g), 1);
   ljp_emit_batch_end();
   return n;
@@ -601,7 +684,7 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
   global_State *g = J2G(J);
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
   perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
-  perf_trace(T);
+  perf_trace(J, T);
 }
 
 /* -- Switching ------------------------------------------------------------ */

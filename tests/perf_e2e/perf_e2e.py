@@ -45,6 +45,11 @@ Tests (ctest perf_e2e.TEST):
   off                 LUAJIT_PERF unset, "" or 0: no file, no mapping, no
                       output; an unknown part (bogus, all, an empty word):
                       one stderr line, no file.
+  trace_protos        progs/protos.lua: a trace whose snapshots lie in 12
+                      chunks' functions (half of them closures specialised
+                      to their prototype) and its side traces: every chunk's
+                      lines in the root trace's line table, nothing reported
+                      dropped on stderr (no perf run).
   lua_api.interp|jit  jit.perf.status/start/stop, start at run time describes
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
@@ -812,6 +817,34 @@ def test_c_api():
     return True
 
 
+def test_trace_protos():
+    nfuncs = 12
+    with Session() as s:
+        r = s.run([LUAJIT, "protos.lua", str(nfuncs)], perf=False,
+                  env={"LUAJIT_PERF": "jitdump"})
+        check(r.stderr == "", "stderr: %r" % r.stderr)
+        pid = s.only_pid()
+        debug, roots, ntraces = {}, [], 0
+        for rec in jitdump.read(s.dump_path(pid)):
+            if isinstance(rec, jitdump.DebugInfo):
+                debug[rec.code_addr] = rec
+            elif isinstance(rec, jitdump.CodeLoad) and rec.name.startswith("TRACE_"):
+                ntraces += 1
+                files = {e[3] for e in debug[rec.code_addr].entries} \
+                    if rec.code_addr in debug else set()
+                if re.match(r"TRACE_\d+::protos_main:\d+::protos_main:0$", rec.name):
+                    roots.append((rec.name, files))
+        want = {"protos_%d" % k for k in range(1, nfuncs + 1)} | {"protos_main"}
+        check(roots, "no trace of the loop in protos_main among %d traces" % ntraces)
+        for name, files in roots:
+            check(files == want, "%s: line table files %s, want %s"
+                  % (name, sorted(files), sorted(want)))
+        info("trace_protos: %s has lines of all %d prototypes; %d traces, nothing dropped"
+             % (roots[0][0], len(want), ntraces))
+        s.finish()
+    return True
+
+
 # -- Faults (no perf) ------------------------------------------------------------
 
 LOADS = ["loads.lua", "60", "40"]
@@ -1014,6 +1047,7 @@ TESTS = {
     "lua_api.interp": lambda: test_lua_api("interp"),
     "lua_api.jit": lambda: test_lua_api("jit"),
     "c_api": test_c_api,
+    "trace_protos": test_trace_protos,
     "fault.symlink_map": lambda: test_fault("symlink_map"),
     "fault.symlink_dump": lambda: test_fault("symlink_dump"),
     "fault.enospc": lambda: test_fault("enospc"),

@@ -9,7 +9,8 @@
 **   A maps to the line of the instruction at A-4. Bytecode addresses come
 **   from Lua frame records (ret = next PC) and from the PC register.
 ** - every trace: its machine code named TRACE_N::CHUNK:LINE::OWNER (OWNER is
-**   the label of the prototype the trace starts in), lines from snapshots.
+**   the label of the prototype the trace starts in), lines of OWNER from
+**   snapshots (code of a function it inlined: the line of the call).
 ** Activation: LUAJIT_PERF (unset, "" or "0": off; "1": everything; or a
 ** comma list of map,jitdump,frames; nothing else), jit.perf.start/stop/
 ** status, and luaJIT_perf_start/stop/status for embedders (status: the
@@ -35,6 +36,7 @@
 #include "lj_obj.h"
 #include "lj_bc.h"
 #include "lj_debug.h"
+#include "lj_frame.h"
 #include "lj_jit.h"
 #include "lj_ir.h"
 #include "lj_dispatch.h"
@@ -423,106 +425,31 @@ static int perf_haspc(GCproto *pt, const BCIns *pc)
   return pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc;
 }
 
-/* A prototype among the constants of T that holds PC, or NULL. A closure
-** the recorder specialised to its prototype leaves a KGC prototype (and a
-** non-constant frame); a return below the start frame (RETF) the
-** prototype returned to.
+/* The line snapshot SNAP of trace T stands for in PT, the function T starts
+** in, or -1. perf shows a trace as the frame of that function (those it
+** inlined are not in the chain while it runs), so its lines are that
+** function's: where the snapshot's PC lies in PT, its line; in a function
+** PT called (inlined, or a C function), the line of the call: the return
+** PC of the innermost frame returning to PT (with LJ_FR2 a Lua frame's
+** link slot holds it as a constant). None below PT's frame (a side trace
+** back in its parent's function): not PT's code.
 */
-static GCproto *perf_kproto(GCtrace *T, const BCIns *pc)
-{
-  IRRef ref;
-  for (ref = T->nk; ref < REF_TRUE; ref++) {  /* As gc_traverse_trace. */
-    IRIns *ir = &T->ir[ref];
-    if (ir->o == IR_KGC) {
-      GCobj *o = ir_kgc(ir);
-      if (o->gch.gct == ~LJ_TPROTO && perf_haspc(gco2pt(o), pc))
-	return gco2pt(o);
-      if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn) &&
-	  perf_haspc(funcproto(&o->fn), pc))
-	return funcproto(&o->fn);
-    }
-    if (irt_is64(ir->t) && ir->o != IR_KNULL) ref++;
-  }
-  return NULL;
-}
-
-/* Prototype that holds PC, the bytecode of snapshot SNAP of trace T: the
-** innermost frame's function if it is a constant, or T's start, or one
-** among T's constants. A side trace may run in frames its parents entered:
-** then the root's start or a prototype among the constants of the traces
-** of its tree (e.g. a parent's RETF). NULL if none holds PC; then *CFUNC
-** tells whether PC is the pseudo bytecode of a C or fast function (in
-** global_State or GG_State): a snapshot in such a frame has no Lua line.
-*/
-static GCproto *perf_snappt(jit_State *J, GCtrace *T, SnapShot *snap,
-			    const BCIns *pc, int *cfunc)
+static BCLine perf_snapline(GCtrace *T, SnapShot *snap, GCproto *pt)
 {
   SnapEntry *map = &T->snapmap[snap->mapofs];
-  GCproto *pt = gco2pt(gcref(T->startpt));
-  GCtrace *R;
+  const BCIns *pc = snap_pc(&map[snap->nent]);
   MSize n;
-  global_State *g = J2G(J);
-  *cfunc = pc == &g->bc_cfunc_int || pc == &g->bc_cfunc_ext ||
-	   (pc >= G2GG(g)->bcff && pc < G2GG(g)->bcff + GG_NUM_ASMFF);
-  if (*cfunc) return NULL;
-  for (n = 0; n < snap->nent; n++)
-    if ((map[n] & SNAP_FRAME)) {
-      /* The frame's function: in its slot, or (LJ_FR2: a frame is two
-      ** slots, the frame link marked) in the slot below. */
-      SnapEntry fn = map[n];
-      if (LJ_FR2)
-	fn = n > 0 && snap_slot(map[n-1]) + 1 == snap_slot(map[n]) ?
-	     map[n-1] : 0;
-      if (fn && irref_isk(snap_ref(fn)) && T->ir[snap_ref(fn)].o == IR_KGC) {
-	GCobj *o = ir_kgc(&T->ir[snap_ref(fn)]);
-	if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn))
-	  pt = funcproto(&o->fn);
-      }
+  if (perf_haspc(pt, pc)) return lj_debug_line(pt, proto_bcpos(pt, pc));
+  for (n = snap->nent; LJ_FR2 && n-- > 0; )
+    if ((map[n] & SNAP_FRAME) && irref_isk(snap_ref(map[n])) &&
+	T->ir[snap_ref(map[n])].o == IR_KNUM) {
+      uint64_t link = ir_knum(&T->ir[snap_ref(map[n])])->u64;
+      const BCIns *ret = (const BCIns *)(uintptr_t)link;
+      if ((link & FRAME_TYPE) == FRAME_LUA && ret > proto_bc(pt) &&
+	  perf_haspc(pt, ret))
+	return lj_debug_line(pt, proto_bcpos(pt, ret) - 1);  /* The CALL. */
     }
-  if (perf_haspc(pt, pc)) return pt;
-  pt = gco2pt(gcref(T->startpt));
-  if (perf_haspc(pt, pc)) return pt;
-  if ((pt = perf_kproto(T, pc))) return pt;
-  if (!T->root || !(R = traceref(J, T->root))) return NULL;
-  pt = gco2pt(gcref(R->startpt));
-  if (perf_haspc(pt, pc)) return pt;
-  for (; R; R = R->nextside ? traceref(J, R->nextside) : NULL)
-    if (R != T && (pt = perf_kproto(R, pc))) return pt;
-  return NULL;
-}
-
-/* Chunk names of the prototypes a trace's lines come from: LJPLine.file
-** points into them until the trace is described. Grown as needed.
-*/
-typedef struct PerfFile { GCproto *pt; char *name; } PerfFile;
-typedef struct PerfFiles { PerfFile *v; size_t n, sz; } PerfFiles;
-
-/* The chunk name of PT, or NULL without memory. */
-static const char *perf_file(PerfFiles *pf, GCproto *pt)
-{
-  char buf[PERF_NAMESZ];
-  PerfBuf b = { buf, 0, sizeof(buf) };
-  size_t i;
-  for (i = 0; i < pf->n; i++)
-    if (pf->v[i].pt == pt) return pf->v[i].name;
-  if (pf->n == pf->sz) {
-    size_t sz = pf->sz ? 2*pf->sz : 8;
-    PerfFile *v = (PerfFile *)realloc(pf->v, sz*sizeof(PerfFile));
-    if (!v) return NULL;
-    pf->v = v; pf->sz = sz;
-  }
-  buf[0] = '\0';
-  pb_chunk(&b, pt);
-  if (!(pf->v[pf->n].name = strdup(buf))) return NULL;
-  pf->v[pf->n].pt = pt;
-  return pf->v[pf->n++].name;
-}
-
-static void perf_files_free(PerfFiles *pf)
-{
-  size_t i;
-  for (i = 0; i < pf->n; i++) free(pf->v[i].name);
-  free(pf->v);
+  return -1;
 }
 
 #ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
@@ -533,48 +460,41 @@ static void perf_files_free(PerfFiles *pf)
 #define PERF_SNAPOFS(snap)	0
 #endif
 
-static void perf_trace(jit_State *J, GCtrace *T)
+static void perf_trace(GCtrace *T)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
-  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ];
+  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ], fbuf[PERF_NAMESZ];
   PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
   PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
+  PerfBuf fb = { fbuf, 0, sizeof(fbuf) };
   PerfLines pl = { NULL, 0, 0 };
-  PerfFiles pf = { NULL, 0, 0 };
   int ok = 1;
   SnapNo i;
   uint64_t mc = (uint64_t)(uintptr_t)T->mcode;
   const BCIns *startpc = mref(T->startpc, const BCIns);
   char pname[PERF_NAMESZ];
-  nbuf[0] = ownbuf[0] = '\0';
+  nbuf[0] = ownbuf[0] = fbuf[0] = '\0';
   perf_names_get(pt, pname, sizeof(pname));
   pb_label(&ob, pt, pname);
+  pb_chunk(&fb, pt);
   pb_str(&nb, "TRACE_");
   pb_int(&nb, (long)T->traceno);
   pb_str(&nb, "::");
-  pb_chunk(&nb, pt);
+  pb_str(&nb, fbuf);
   pb_str(&nb, ":");
   pb_int(&nb, (long)lj_debug_line(pt, proto_bcpos(pt, startpc)));
   pb_str(&nb, "::");
   pb_str(&nb, ownbuf);
   for (i = 0; ok && i < PERF_NSNAP(T); i++) {
     SnapShot *snap = &T->snap[i];
-    const BCIns *pc = snap_pc(&T->snapmap[snap->mapofs + snap->nent]);
-    int cfunc;
-    GCproto *spt = perf_snappt(J, T, snap, pc, &cfunc);
-    const char *file;
-    if (!spt) {
-      if (!cfunc) ljp_emit_drop(LJP_DROP_SNAPPT);
-      continue;
-    }
-    ok = (file = perf_file(&pf, spt)) != NULL &&
-	 perf_lines_add(&pl, mc + (i ? PERF_SNAPOFS(snap) : 0),
-			(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)), file);
+    BCLine line = perf_snapline(T, snap, pt);
+    if (line >= 0)
+      ok = perf_lines_add(&pl, mc + (i ? PERF_SNAPOFS(snap) : 0),
+			  (uint32_t)line, fbuf);
   }
   if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   ljp_emit_load(mc, T->szmcode, nbuf, NULL, pl.v, pl.n);
   free(pl.v);
-  perf_files_free(&pf);
 }
 
 /* Exit stub groups: code asm_exitstub_gen puts at the bottom of the mcode
@@ -647,7 +567,7 @@ static size_t perf_all(global_State *g)
   ljp_set_free(&haveparent, 0);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
-      perf_trace(G2J(g), gco2trace(o));
+      perf_trace(gco2trace(o));
   perf_stubs(G2J(g), 1);
   ljp_emit_batch_end();
   return n;
@@ -684,7 +604,7 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
   global_State *g = J2G(J);
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
   perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
-  perf_trace(J, T);
+  perf_trace(T);
 }
 
 /* -- Switching ------------------------------------------------------------ */

@@ -69,8 +69,7 @@ void ljp_emit_close(void);
   _(TOOBIG, "jitdump: a code load too large for one record (4 GiB) was left out") \
   _(LINES, "out of memory: the line table of a code load was left out") \
   _(NAME, "out of memory: a function name was not kept for naming traces") \
-  _(PARENT, "out of memory: nested functions were described without names") \
-  _(SNAPPT, "a trace line in a function its snapshot does not identify was left out")
+  _(PARENT, "out of memory: nested functions were described without names")
 
 typedef enum {
 #define LJP_DROPENUM(kind, what)	LJP_DROP_##kind,

@@ -47,9 +47,10 @@ Tests (ctest perf_e2e.TEST):
                       one stderr line, no file.
   trace_protos        progs/protos.lua: a trace whose snapshots lie in 12
                       chunks' functions (half of them closures specialised
-                      to their prototype) and its side traces: every chunk's
-                      lines in the root trace's line table, nothing reported
-                      dropped on stderr (no perf run).
+                      to their prototype), its side traces, traces through
+                      a fast function: every trace's lines are in its own
+                      chunk, the loop trace has the line of each inlined
+                      call, nothing reported dropped on stderr (no perf).
   lua_api.interp|jit  jit.perf.status/start/stop, start at run time describes
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
@@ -824,23 +825,26 @@ def test_trace_protos():
                   env={"LUAJIT_PERF": "jitdump"})
         check(r.stderr == "", "stderr: %r" % r.stderr)
         pid = s.only_pid()
-        debug, roots, ntraces = {}, [], 0
+        debug, loop, ntraces = {}, [], 0
         for rec in jitdump.read(s.dump_path(pid)):
             if isinstance(rec, jitdump.DebugInfo):
                 debug[rec.code_addr] = rec
             elif isinstance(rec, jitdump.CodeLoad) and rec.name.startswith("TRACE_"):
                 ntraces += 1
-                files = {e[3] for e in debug[rec.code_addr].entries} \
-                    if rec.code_addr in debug else set()
-                if re.match(r"TRACE_\d+::protos_main:\d+::protos_main:0$", rec.name):
-                    roots.append((rec.name, files))
-        want = {"protos_%d" % k for k in range(1, nfuncs + 1)} | {"protos_main"}
-        check(roots, "no trace of the loop in protos_main among %d traces" % ntraces)
-        for name, files in roots:
-            check(files == want, "%s: line table files %s, want %s"
-                  % (name, sorted(files), sorted(want)))
-        info("trace_protos: %s has lines of all %d prototypes; %d traces, nothing dropped"
-             % (roots[0][0], len(want), ntraces))
+                chunk = rec.name.split("::")[1].rsplit(":", 1)[0]
+                ents = debug[rec.code_addr].entries if rec.code_addr in debug else []
+                files = {e[3] for e in ents}
+                check(files <= {chunk}, "%s: lines in %s, want only its own chunk %s"
+                      % (rec.name, sorted(files), chunk))
+                if re.match(r"TRACE_\d+::protos_main:3::protos_main:0$", rec.name):
+                    loop.append((rec.name, {e[1] for e in ents}))
+        check(loop, "no trace of the loop in protos_main among %d traces" % ntraces)
+        calls = set(range(5, 5 + nfuncs))          # call K is on line 4+K
+        for name, lines in loop:
+            check(calls <= lines, "%s: lines %s lack the calls %s"
+                  % (name, sorted(lines), sorted(calls - lines)))
+        info("trace_protos: %s has the line of each of the %d inlined calls; %d traces, "
+             "each with lines of its own chunk only, nothing dropped" % (loop[0][0], nfuncs, ntraces))
         s.finish()
     return True
 

@@ -1,10 +1,11 @@
--- One hot loop whose trace inlines NFUNCS functions of NFUNCS chunks
--- (protos_1 ... protos_N), each with a branch of its own (a snapshot in its
--- prototype). Odd ones are closures made often enough that the recorder
--- specialises them to their prototype (no constant function in the
--- snapshot). Every chunk's line must be in the trace's line table. Then a
--- hot loop calling a coroutine.wrap function: snapshots in a fast
--- function's frame, whose PC is no Lua bytecode.
+-- One hot loop (chunk protos_main, call K on line 4+K) whose trace inlines
+-- NFUNCS functions of NFUNCS chunks (protos_1 ... protos_N), each with a
+-- branch of its own (a snapshot in its prototype). Odd ones are closures
+-- made often enough that the recorder specialises them to their prototype
+-- (no constant function in the snapshot). The trace's lines are the loop's:
+-- code of an inlined function has the line of its call. Then a hot loop
+-- calling a coroutine.wrap function: snapshots in a fast function's frame,
+-- whose PC is no Lua bytecode.
 --   luajit protos.lua [NFUNCS] [ITERATIONS]
 local NFUNCS = tonumber(arg[1]) or 12
 local ITER = tonumber(arg[2]) or 300000

@@ -19,33 +19,25 @@
 **   such DSOs, so one name and line table would win for all of them.
 ** - While open, the first page is mmapped PROT_READ|PROT_EXEC, MAP_PRIVATE:
 **   that mmap event is how perf record/inject find the dump.
+** - A load whose record would not fit perf's 32-bit total_size is left out
+**   of the dump (ljp_dropped: told on stderr, counted).
 */
 #include "ljperf_emit_common.h"
+#include "ljperf_jitdump.h"
 
 #include <elf.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 
-#define JIT_MAGIC	0x4A695444u	/* "JiTD" */
-#define JIT_VERSION	1u
-#define JIT_CODE_LOAD	0u
-#define JIT_CODE_DEBUG_INFO 2u
-#define JIT_CODE_CLOSE	3u
-#define JIT_HEADER_SIZE	40u	/* magic..flags */
-#define JIT_PREFIX_SIZE	16u	/* id, total_size, timestamp */
-#define JIT_LOAD_SIZE	56u	/* prefix + pid, tid, vma, addr, size, index */
-#define JIT_DEBUG_SIZE	32u	/* prefix + code_addr, nr_entry */
-#define JIT_ENTRY_SIZE	16u	/* addr, lineno, discrim (+ file name) */
-
 #if defined(__x86_64__)
-#define JIT_ELF_MACH EM_X86_64
+#define LJP_JD_ELF_MACH EM_X86_64
 #elif defined(__aarch64__)
-#define JIT_ELF_MACH EM_AARCH64
+#define LJP_JD_ELF_MACH EM_AARCH64
 #elif defined(__i386__)
-#define JIT_ELF_MACH EM_386
+#define LJP_JD_ELF_MACH EM_386
 #else
-#define JIT_ELF_MACH EM_NONE
+#define LJP_JD_ELF_MACH EM_NONE
 #endif
 
 static struct {
@@ -56,253 +48,240 @@ static struct {
   char path[PATH_MAX];
   LJPBuf buf;		/* record scratch */
   LJPBuf pend;		/* records of a batch, not yet written */
-  uint64_t *seen;	/* hash set of code-byte hashes (0 = empty slot) */
-  size_t seen_mask, seen_count;
-} J = { .f.fd = -1 };
+  LJPSet seen;		/* hashes of the code bytes in the file */
+} ljp_jd = { .f.fd = -1 };
 
-static uint64_t now_ns(void)
+static uint64_t ljp_jd_now(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static __thread uint32_t tid_cache;
-void ljp_jd_forget_tid(void) { tid_cache = 0; }
-static uint32_t my_tid(void)
+static __thread uint32_t ljp_jd_tidc;
+void ljp_jd_forget_tid(void) { ljp_jd_tidc = 0; }
+static uint32_t ljp_jd_tid(void)
 {
-  if (!tid_cache) tid_cache = (uint32_t)syscall(SYS_gettid);
-  return tid_cache;
+  if (!ljp_jd_tidc) ljp_jd_tidc = (uint32_t)syscall(SYS_gettid);
+  return ljp_jd_tidc;
 }
 
-static inline void put32(char *p, uint32_t v) { memcpy(p, &v, 4); }
-static inline void put64(char *p, uint64_t v) { memcpy(p, &v, 8); }
-
-static void jd_release(void)
+static void ljp_jd_release(void)
 {
-  if (J.marker) munmap(J.marker, J.marker_len);
-  J.marker = NULL;
-  if (J.f.fd >= 0) close(J.f.fd);
-  J.f.fd = -1;
-  ljp_buf_free(&J.buf);
-  ljp_buf_free(&J.pend);
+  if (ljp_jd.marker) munmap(ljp_jd.marker, ljp_jd.marker_len);
+  ljp_jd.marker = NULL;
+  if (ljp_jd.f.fd >= 0) close(ljp_jd.f.fd);
+  ljp_jd.f.fd = -1;
+  ljp_buf_free(&ljp_jd.buf);
+  ljp_buf_free(&ljp_jd.pend);
 }
 
 /* Disables the output: drops a partial record, prints one line. */
-static void jd_fail(const char *why, int err)
+static void ljp_jd_fail(const char *why, int err)
 {
   char eb[128];
-  if (J.f.fd >= 0) (void)ftruncate(J.f.fd, J.f.off);
-  ljp_report("jitdump disabled", J.path, why ? why : ljp_strerror(err, eb, sizeof(eb)));
-  jd_release();
-  J.f.failed = 1;
+  if (ljp_jd.f.fd >= 0) (void)ftruncate(ljp_jd.f.fd, ljp_jd.f.off);
+  ljp_report("jitdump disabled", ljp_jd.path,
+	     why ? why : ljp_strerror(err, eb, sizeof(eb)));
+  ljp_jd_release();
+  ljp_jd.f.failed = 1;
 }
 
-static void seen_free(void)
+/* Adds the code hash H. Returns 1 if new, 0 if present, -1 no memory. */
+static int ljp_jd_seen_add(uint64_t h)
 {
-  free(J.seen);
-  J.seen = NULL; J.seen_mask = J.seen_count = 0;
+  LJPSlot *e;
+  if (ljp_set_reserve(&ljp_jd.seen) < 0) return -1;
+  e = ljp_set_slot(&ljp_jd.seen, h, NULL, NULL);
+  if (e->h) return 0;
+  ljp_set_fill(&ljp_jd.seen, e, h, NULL);
+  return 1;
 }
 
-/* Adds H (nonzero) to the set. Returns 1 if new, 0 if present, -1 no memory. */
-static int seen_add(uint64_t h)
+static uint64_t ljp_jd_codehash(const void *p, uint64_t n)
 {
-  if (!J.seen || (J.seen_count + 1) * 2 > J.seen_mask + 1) {
-    size_t n = J.seen ? (J.seen_mask + 1) * 2 : 1024, oldn = J.seen ? J.seen_mask + 1 : 0;
-    uint64_t *set = calloc(n, sizeof(uint64_t)), *old = J.seen;
-    if (!set) return -1;
-    J.seen = set; J.seen_mask = n - 1;
-    for (size_t i = 0; i < oldn; i++)
-      if (old[i])
-	for (size_t j = old[i] & J.seen_mask;; j = (j + 1) & J.seen_mask)
-	  if (!set[j]) { set[j] = old[i]; break; }
-    free(old);
-  }
-  for (size_t j = h & J.seen_mask;; j = (j + 1) & J.seen_mask) {
-    if (J.seen[j] == h) return 0;
-    if (!J.seen[j]) { J.seen[j] = h; J.seen_count++; return 1; }
-  }
-}
-
-static uint64_t code_hash(const void *p, uint64_t n)
-{
-  uint64_t h = ljp_hash(ljp_hash(LJP_HASH_SEED, &n, 8), p, (size_t)n);
-  return h ? h : 1;
+  return ljp_hash_key(ljp_hash(ljp_hash(LJP_HASH_SEED, &n, 8), p, (size_t)n));
 }
 
 /* Maps the marker page; falls back to PROT_READ on a noexec mount (perf
 ** then needs `record -d`), telling the user once. */
-static int jd_map_marker(void)
+static int ljp_jd_marker(void)
 {
   long pg = sysconf(_SC_PAGESIZE);
-  J.marker_len = pg > 0 ? (size_t)pg : 4096;
-  J.marker = mmap(NULL, J.marker_len, PROT_READ | PROT_EXEC, MAP_PRIVATE, J.f.fd, 0);
-  if (J.marker != MAP_FAILED) return 0;
+  ljp_jd.marker_len = pg > 0 ? (size_t)pg : 4096;
+  ljp_jd.marker = mmap(NULL, ljp_jd.marker_len, PROT_READ | PROT_EXEC,
+		       MAP_PRIVATE, ljp_jd.f.fd, 0);
+  if (ljp_jd.marker != MAP_FAILED) return 0;
   if (errno == EPERM || errno == EACCES) {
-    J.marker = mmap(NULL, J.marker_len, PROT_READ, MAP_PRIVATE, J.f.fd, 0);
-    if (J.marker != MAP_FAILED) {
-      ljp_report("jitdump", J.path,
+    ljp_jd.marker = mmap(NULL, ljp_jd.marker_len, PROT_READ, MAP_PRIVATE,
+			 ljp_jd.f.fd, 0);
+    if (ljp_jd.marker != MAP_FAILED) {
+      ljp_report("jitdump", ljp_jd.path,
 		 "cannot map it executable (noexec mount?): perf record needs -d");
       return 0;
     }
   }
-  J.marker = NULL;
+  ljp_jd.marker = NULL;
   return -1;
 }
+
+/* The fixed part of a record at offset AT of ljp_jd.buf (unaligned). */
+#define ljp_jd_fix(at, rec)	memcpy(ljp_jd.buf.p + (at), &(rec), sizeof(rec))
 
 int ljp_jd_open(pid_t pid, const char *dir)
 {
   const char *why = NULL;
-  if (J.f.fd >= 0) return 0;
-  if (ljp_file_forpid(&J.f, pid)) {  /* another process's state: start over */
-    seen_free();
-    J.index = 0;
+  if (ljp_jd.f.fd >= 0) return 0;
+  if (ljp_file_forpid(&ljp_jd.f, pid)) {  /* another process's: start over */
+    ljp_set_free(&ljp_jd.seen, 0);
+    ljp_jd.index = 0;
   }
-  if (J.f.failed) return -1;
-  if ((size_t)snprintf(J.path, sizeof(J.path), "%s/jit-%d.dump", dir, (int)pid)
-      >= sizeof(J.path)) {
-    jd_fail(NULL, ENAMETOOLONG);
+  if (ljp_jd.f.failed) return -1;
+  if ((size_t)snprintf(ljp_jd.path, sizeof(ljp_jd.path), "%s/jit-%d.dump",
+		       dir, (int)pid) >= sizeof(ljp_jd.path)) {
+    ljp_jd_fail(NULL, ENAMETOOLONG);
     return -1;
   }
-  int fresh = ljp_file_open(&J.f, J.path, O_RDWR, JIT_HEADER_SIZE, &why);
-  if (fresh < 0) { jd_fail(why, errno); return -1; }
+  int fresh = ljp_file_open(&ljp_jd.f, ljp_jd.path, O_RDWR,
+			    sizeof(LJPJdHeader), &why);
+  if (fresh < 0) { ljp_jd_fail(why, errno); return -1; }
   if (fresh) {  /* a new file: no code in it yet */
-    char h[JIT_HEADER_SIZE];
-    seen_free();
-    J.index = 0;
-    put32(h, JIT_MAGIC);
-    put32(h + 4, JIT_VERSION);
-    put32(h + 8, JIT_HEADER_SIZE);
-    put32(h + 12, JIT_ELF_MACH);
-    put32(h + 16, 0);			/* pad1 */
-    put32(h + 20, (uint32_t)pid);
-    put64(h + 24, now_ns());
-    put64(h + 32, 0);			/* flags */
-    struct iovec iov = { h, sizeof(h) };
-    if (ljp_writev_all(J.f.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return -1; }
-    J.f.off = JIT_HEADER_SIZE;
+    LJPJdHeader h = {
+      .magic = LJP_JD_MAGIC, .version = LJP_JD_VERSION,
+      .total_size = sizeof(LJPJdHeader), .elf_mach = LJP_JD_ELF_MACH,
+      .pid = (uint32_t)pid, .timestamp = ljp_jd_now()
+    };
+    struct iovec iov = { &h, sizeof(h) };
+    ljp_set_free(&ljp_jd.seen, 0);
+    ljp_jd.index = 0;
+    if (ljp_writev_all(ljp_jd.f.fd, &iov, 1) < 0) {
+      ljp_jd_fail(NULL, errno);
+      return -1;
+    }
+    ljp_jd.f.off = sizeof(h);
   }
-  if (jd_map_marker() < 0) { jd_fail(NULL, errno); return -1; }
+  if (ljp_jd_marker() < 0) { ljp_jd_fail(NULL, errno); return -1; }
   return 0;
 }
 
-int ljp_jd_isopen(void) { return J.f.fd >= 0; }
+int ljp_jd_isopen(void) { return ljp_jd.f.fd >= 0; }
 
-/* Appends the DEBUG_INFO record for LINES to J.buf (nothing if no line
-** falls inside the code). Returns -1 on allocation failure. */
-static int put_debug_info(uint64_t ts, uint64_t addr, uint64_t size,
-			  const LJPLine *lines, size_t nlines)
+/* Appends the DEBUG_INFO record for LINES to ljp_jd.buf (nothing if no line
+** falls inside the code). 0, 1 if it is too large for a record (nothing
+** appended), -1 on allocation failure. */
+static int ljp_jd_debug(uint64_t ts, uint64_t addr, uint64_t size,
+			const LJPLine *lines, size_t nlines)
 {
-  size_t start = J.buf.len, nent = 0;
+  LJPBuf *b = &ljp_jd.buf;
+  size_t start = b->len, nent = 0;
   uint64_t last = 0;
   uint32_t lastline = 0;
   const char *lastfile = NULL;
   if (!lines || !nlines || !size) return 0;
-  if (ljp_buf_reserve(&J.buf, JIT_DEBUG_SIZE) < 0) return -1;
-  J.buf.len += JIT_DEBUG_SIZE;
+  if (ljp_buf_reserve(b, sizeof(LJPJdDebug)) < 0) return -1;
+  b->len += sizeof(LJPJdDebug);
   for (size_t i = 0; i <= nlines; i++) {
-    uint64_t a;
-    uint32_t line;
+    LJPJdEntry ent = { 0, 0, 0 };
     const char *file;
     if (i < nlines) {
-      a = lines[i].addr; line = lines[i].line;
+      ent.addr = lines[i].addr; ent.lineno = (int32_t)lines[i].line;
       file = lines[i].file ? lines[i].file : "??";
       /* Keep entries inside the code and in ascending order. */
-      if (a < addr || a - addr >= size || (nent && a < last)) continue;
+      if (ent.addr < addr || ent.addr - addr >= size || (nent && ent.addr < last))
+	continue;
     } else {  /* the closing entry at addr+size */
       if (!nent) break;
-      a = addr + size; line = lastline; file = lastfile;
+      ent.addr = addr + size; ent.lineno = (int32_t)lastline; file = lastfile;
     }
     size_t fl = strlen(file) + 1;
-    if (ljp_buf_reserve(&J.buf, JIT_ENTRY_SIZE + fl) < 0) return -1;
-    char *p = J.buf.p + J.buf.len;
-    put64(p, a);
-    put32(p + 8, line);
-    put32(p + 12, 0);			/* discriminator */
-    memcpy(p + 16, file, fl);
-    J.buf.len += JIT_ENTRY_SIZE + fl;
-    nent++; last = a; lastline = line; lastfile = file;
+    if (ljp_buf_reserve(b, sizeof(ent) + fl) < 0) return -1;
+    ljp_jd_fix(b->len, ent);
+    memcpy(b->p + b->len + sizeof(ent), file, fl);
+    b->len += sizeof(ent) + fl;
+    nent++; last = ent.addr; lastline = (uint32_t)ent.lineno; lastfile = file;
   }
-  if (!nent) { J.buf.len = start; return 0; }
-  char *p = J.buf.p + start;
-  put32(p, JIT_CODE_DEBUG_INFO);
-  put32(p + 4, (uint32_t)(J.buf.len - start));
-  put64(p + 8, ts);
-  put64(p + 16, addr);
-  put64(p + 24, nent);
+  if (!nent) { b->len = start; return 0; }
+  if (b->len - start > UINT32_MAX) { b->len = start; return 1; }
+  LJPJdDebug d = {
+    { LJP_JD_CODE_DEBUG_INFO, (uint32_t)(b->len - start), ts }, addr, nent
+  };
+  ljp_jd_fix(start, d);
   return 0;
 }
 
 void ljp_jd_flush(void)
 {
-  if (J.f.fd >= 0 && ljp_flush(J.f.fd, &J.pend, &J.f.off) < 0) jd_fail(NULL, errno);
+  if (ljp_jd.f.fd >= 0 && ljp_flush(ljp_jd.f.fd, &ljp_jd.pend, &ljp_jd.f.off) < 0)
+    ljp_jd_fail(NULL, errno);
 }
 
 void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
 		 const void *bytes, const LJPLine *lines, size_t nlines, int defer)
 {
-  uint64_t ts = now_ns();
+  LJPBuf *b = &ljp_jd.buf;
+  uint64_t ts = ljp_jd_now();
   const void *code = bytes ? bytes : (const void *)(uintptr_t)addr;
-  J.buf.len = 0;
-  if (put_debug_info(ts, addr, size, lines, nlines) < 0) goto nomem;
-  size_t load = J.buf.len;
-  if (ljp_buf_reserve(&J.buf, JIT_LOAD_SIZE) < 0) goto nomem;
-  J.buf.len += JIT_LOAD_SIZE;
-  if (ljp_buf_name(&J.buf, name) < 0) goto nomem;
-  uint64_t total = (J.buf.len - load) + size;
-  if (total > UINT32_MAX || J.buf.len - load > UINT32_MAX) return;  /* cannot be described */
+  size_t nl = strlen(name && *name ? name : "anon") + 1;
+  int r;
+  if (nl > UINT32_MAX - sizeof(LJPJdLoad) ||  /* total_size is 32 bits */
+      size > UINT32_MAX - sizeof(LJPJdLoad) - nl) {
+    ljp_dropped(LJP_DROP_TOOBIG);
+    return;
+  }
+  b->len = 0;
+  if ((r = ljp_jd_debug(ts, addr, size, lines, nlines)) < 0) goto nomem;
+  if (r > 0) ljp_dropped(LJP_DROP_TOOBIG);  /* the load goes without lines */
+  size_t load = b->len;
+  if (ljp_buf_reserve(b, sizeof(LJPJdLoad)) < 0) goto nomem;
+  b->len += sizeof(LJPJdLoad);
+  if (ljp_buf_name(b, name) < 0) goto nomem;
   /* Unique bytes: salt a repeat (see header comment). */
-  uint64_t h = code_hash(code, size);
-  int isnew = seen_add(h);
+  uint64_t h = ljp_jd_codehash(code, size);
+  int isnew = ljp_jd_seen_add(h);
   if (isnew < 0) goto nomem;
   if (!isnew && size) {
-    size_t at = J.buf.len, k = size < 4 ? (size_t)size : 4;
-    if (ljp_buf_reserve(&J.buf, (size_t)size) < 0) goto nomem;
-    char *c = J.buf.p + at;
+    size_t at = b->len, k = size < 4 ? (size_t)size : 4;
+    if (ljp_buf_reserve(b, (size_t)size) < 0) goto nomem;
+    char *c = b->p + at;
     memcpy(c, code, (size_t)size);
-    for (uint64_t salt = J.index + 1; isnew == 0; salt++) {
+    for (uint64_t salt = ljp_jd.index + 1; isnew == 0; salt++) {
       uint64_t x = (salt * 0x9e3779b97f4a7c15ull) | 1;  /* never zero */
       for (size_t i = 0; i < k; i++) c[size - k + i] ^= (char)(x >> (8 * i));
-      isnew = seen_add(code_hash(c, size));
+      isnew = ljp_jd_seen_add(ljp_jd_codehash(c, size));
       if (isnew < 0) goto nomem;
     }
-    code = c;  /* J.buf.len stays before the copy: it is written from c */
+    code = c;  /* b->len stays before the copy: it is written from c */
   }
-  char *p = J.buf.p + load;
-  put32(p, JIT_CODE_LOAD);
-  put32(p + 4, (uint32_t)total);
-  put64(p + 8, ts);
-  put32(p + 16, (uint32_t)J.f.pid);
-  put32(p + 20, my_tid());
-  put64(p + 24, addr);			/* vma */
-  put64(p + 32, addr);			/* code_addr */
-  put64(p + 40, size);
-  put64(p + 48, J.index);
-  J.index++;
-  if (ljp_put(J.f.fd, &J.pend, &J.f.off, defer, J.buf.p, J.buf.len, code, (size_t)size) < 0)
-    jd_fail(NULL, errno);
+  LJPJdLoad l = {
+    { LJP_JD_CODE_LOAD, (uint32_t)(b->len - load + size), ts },
+    (uint32_t)ljp_jd.f.pid, ljp_jd_tid(),
+    addr, addr, size, ljp_jd.index	/* vma = code_addr */
+  };
+  ljp_jd_fix(load, l);
+  ljp_jd.index++;
+  if (ljp_put(ljp_jd.f.fd, &ljp_jd.pend, &ljp_jd.f.off, defer,
+	      b->p, b->len, code, (size_t)size) < 0)
+    ljp_jd_fail(NULL, errno);
   return;
 nomem:
-  jd_fail(NULL, ENOMEM);
+  ljp_jd_fail(NULL, ENOMEM);
 }
 
 void ljp_jd_close(void)
 {
-  if (J.f.fd < 0) return;
-  char r[JIT_PREFIX_SIZE];
-  put32(r, JIT_CODE_CLOSE);
-  put32(r + 4, JIT_PREFIX_SIZE);
-  put64(r + 8, now_ns());
-  struct iovec iov = { r, sizeof(r) };
-  if (ljp_writev_all(J.f.fd, &iov, 1) < 0) { jd_fail(NULL, errno); return; }
-  J.f.off += JIT_PREFIX_SIZE;
-  jd_release();
-  /* J.f.created/index/seen stay: a reopen by this pid appends. */
+  if (ljp_jd.f.fd < 0) return;
+  LJPJdPrefix c = { LJP_JD_CODE_CLOSE, sizeof(LJPJdPrefix), ljp_jd_now() };
+  struct iovec iov = { &c, sizeof(c) };
+  if (ljp_writev_all(ljp_jd.f.fd, &iov, 1) < 0) { ljp_jd_fail(NULL, errno); return; }
+  ljp_jd.f.off += sizeof(c);
+  ljp_jd_release();
+  /* ljp_jd.f.created/index/seen stay: a reopen by this pid appends. */
 }
 
 void ljp_jd_abandon(void)
 {
-  jd_release();  /* the parent's file: unmap and close, no writes */
-  seen_free();
-  J.f.pid = 0; J.f.failed = 0; J.f.created = 0; J.index = 0; J.f.off = 0;
+  ljp_jd_release();  /* the parent's file: unmap and close, no writes */
+  ljp_set_free(&ljp_jd.seen, 0);
+  ljp_jd.f.pid = 0; ljp_jd.f.failed = 0; ljp_jd.f.created = 0;
+  ljp_jd.index = 0; ljp_jd.f.off = 0;
 }

@@ -9,11 +9,16 @@
 **   A maps to the line of the instruction at A-4. Bytecode addresses come
 **   from Lua frame records (ret = next PC) and from the PC register.
 ** - every trace: its machine code named TRACE_N::CHUNK:LINE::OWNER (OWNER is
-**   the label of the prototype the trace starts in), lines from snapshots.
+**   the label of the prototype the trace starts in), lines of OWNER from
+**   snapshots (code of a function it inlined: the line of the call).
 ** Activation: LUAJIT_PERF (unset, "" or "0": off; "1": everything; or a
-** comma list of map,jitdump,frames), jit.perf.start/stop/status, and
-** luaJIT_perf_start/stop/status for embedders. Everything here must leave
-** the program running: errors are reported once and switch parts off.
+** comma list of map,jitdump,frames; nothing else), jit.perf.start/stop/
+** status, and luaJIT_perf_start/stop/status for embedders (status: the
+** LUAJIT_PERF_* bits of luajit.h). Everything here must leave the program
+** running: errors are reported once and switch parts off; what perf is not
+** told is reported once and counted (ljp_emit_drop).
+** File-scope names carry a prefix (perf_, pb_, Perf): ljamalg.c compiles
+** this file together with all of LuaJIT.
 */
 
 #define lj_perf_c
@@ -31,6 +36,7 @@
 #include "lj_obj.h"
 #include "lj_bc.h"
 #include "lj_debug.h"
+#include "lj_frame.h"
 #include "lj_jit.h"
 #include "lj_ir.h"
 #include "lj_dispatch.h"
@@ -38,9 +44,10 @@
 #include "lj_fprec.h"
 #include "lj_perf.h"
 #include "ljperf_emit.h"
+#include "ljperf_set.h"
 
-#define PERF_ALL	(LJ_PERF_MAP|LJ_PERF_JITDUMP|LJ_PERF_FRAMES)
-#define PERF_EMIT	(LJ_PERF_MAP|LJ_PERF_JITDUMP)
+#define PERF_ALL	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP|LUAJIT_PERF_FRAMES)
+#define PERF_EMIT	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP)
 /* perfmask bit private to this file: describe everything at the next chunk
 ** load. Set when output starts on a state that has no prototypes yet (at
 ** lua_newstate): the standard library's Lua functions (table.remove, ...)
@@ -59,48 +66,48 @@
 
 /* -- Parts ---------------------------------------------------------------- */
 
-/* Parses "1", "0", "" or a comma list of map,jitdump,frames. Returns -1 and
-** the first bad word in BAD for anything else.
+/* What a LUAJIT_PERF value or a start/stop argument may be. */
+#define PERF_VALUES	"1, 0 or a comma list of map,jitdump,frames"
+
+/* Parses "1", "0", "" or a comma list of map,jitdump,frames (no empty
+** words). Returns -1 and the first bad word in BAD for anything else.
 */
 static int perf_parse(const char *s, unsigned *mask, char *bad, size_t badsz)
 {
   *mask = 0;
   if (!s || !*s || !strcmp(s, "0")) return 0;
-  if (!strcmp(s, "1") || !strcmp(s, "all")) { *mask = PERF_ALL; return 0; }
-  while (*s) {
+  if (!strcmp(s, "1")) { *mask = PERF_ALL; return 0; }
+  for (;;) {
     size_t n = strcspn(s, ",");
-    if (n == 3 && !strncmp(s, "map", 3)) *mask |= LJ_PERF_MAP;
-    else if (n == 7 && !strncmp(s, "jitdump", 7)) *mask |= LJ_PERF_JITDUMP;
-    else if (n == 6 && !strncmp(s, "frames", 6)) *mask |= LJ_PERF_FRAMES;
-    else if (n > 0) {
+    if (n == 3 && !strncmp(s, "map", 3)) *mask |= LUAJIT_PERF_MAP;
+    else if (n == 7 && !strncmp(s, "jitdump", 7)) *mask |= LUAJIT_PERF_JITDUMP;
+    else if (n == 6 && !strncmp(s, "frames", 6)) *mask |= LUAJIT_PERF_FRAMES;
+    else {
       snprintf(bad, badsz, "%.*s", (int)(n > 40 ? 40 : n), s);
+      *mask = 0;
       return -1;
     }
-    s += n;
-    if (*s == ',') s++;
+    if (!s[n]) return 0;
+    s += n + 1;
   }
-  return 0;
 }
 
 static unsigned perf_writers(unsigned mask)
 {
-  return ((mask & LJ_PERF_MAP) ? LJP_MAP : 0) |
-	 ((mask & LJ_PERF_JITDUMP) ? LJP_JITDUMP : 0);
+  return ((mask & LUAJIT_PERF_MAP) ? LJP_MAP : 0) |
+	 ((mask & LUAJIT_PERF_JITDUMP) ? LJP_JITDUMP : 0);
 }
 
 /* -- Names ---------------------------------------------------------------- */
 
 typedef struct PerfBuf { char *p; size_t n, sz; } PerfBuf;
 
-/* Appends LEN bytes of S, replacing what perf or folded stacks can't take. */
+/* Appends LEN bytes of S (as much as fits), cleaned by ljp_name_copy. */
 static void pb_put(PerfBuf *b, const char *s, size_t len)
 {
-  while (len-- > 0 && b->n + 1 < b->sz) {
-    char c = *s++;
-    if (c == '(' || c == ')' || c == ';' || (unsigned char)c <= ' ' || c == 127)
-      c = '_';
-    b->p[b->n++] = c;
-  }
+  if (len > b->sz - 1 - b->n) len = b->sz - 1 - b->n;
+  ljp_name_copy(b->p + b->n, s, len);
+  b->n += len;
   b->p[b->n] = '\0';
 }
 
@@ -173,7 +180,7 @@ static void pb_chunk(PerfBuf *b, GCproto *pt)
   }
 }
 
-static GCstr *kstr(GCproto *pt, BCReg idx)
+static GCstr *perf_kstr(GCproto *pt, BCReg idx)
 {
   return gco2str(proto_kgc(pt, ~(ptrdiff_t)idx));
 }
@@ -202,7 +209,7 @@ static int pb_slot(PerfBuf *b, GCproto *pt, BCPos pc, BCReg slot, int depth)
 	  size_t n0 = b->n;
 	  if (pb_slot(b, pt, p, bc_b(ins), depth-1)) pb_str(b, ".");
 	  else b->n = n0;
-	  pb_str(b, strdata(kstr(pt, bc_c(ins))));
+	  pb_str(b, strdata(perf_kstr(pt, bc_c(ins))));
 	  return 1;
 	}
 	break;
@@ -234,7 +241,10 @@ static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
     BCIns ins = bc[pc+1];
     switch (bc_op(ins)) {
     case BC_GSET:
-      if (bc_a(ins) == a) { pb_str(b, strdata(kstr(pt, bc_d(ins)))); return 1; }
+      if (bc_a(ins) == a) {
+	pb_str(b, strdata(perf_kstr(pt, bc_d(ins))));
+	return 1;
+      }
       break;
     case BC_TSETS:
       if (bc_a(ins) == a) {
@@ -243,7 +253,7 @@ static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
 	  pb_str(b, perf_isself(child) ? ":" : ".");
 	else
 	  b->n = n0;
-	pb_str(b, strdata(kstr(pt, bc_c(ins))));
+	pb_str(b, strdata(perf_kstr(pt, bc_c(ins))));
 	return 1;
       }
       break;
@@ -291,60 +301,58 @@ typedef struct PerfName {
   const void *pt, *chunk;
   BCLine firstline;
   MSize sizebc;
-  char *name;
+  char name[];
 } PerfName;
 
-static struct { PerfName *v; size_t mask, n; } names;
-static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static LJPSet perf_names;
+static pthread_mutex_t perf_names_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static PerfName *names_slot(const void *pt)
+static int perf_names_eq(const void *p, const void *key)
 {
-  size_t i = ((uintptr_t)pt >> 4) & names.mask;
-  while (names.v[i].pt && names.v[i].pt != pt) i = (i + 1) & names.mask;
-  return &names.v[i];
+  return ((const PerfName *)p)->pt == key;
 }
 
-static void names_put(GCproto *pt, const char *name)
+static void perf_names_put(GCproto *pt, const char *name)
 {
-  pthread_mutex_lock(&names_lock);
-  if (2*(names.n + 1) > names.mask) {  /* Grow (or create) the table. */
-    size_t i, mask = names.mask ? 2*names.mask + 1 : 255;
-    PerfName *old = names.v, *v = (PerfName *)calloc(mask + 1, sizeof(*v));
-    size_t oldn = old ? names.mask + 1 : 0;
-    if (!v) goto out;
-    names.v = v; names.mask = mask;
-    for (i = 0; i < oldn; i++)
-      if (old[i].pt) *names_slot(old[i].pt) = old[i];
-    free(old);
+  uint64_t h = ljp_hash_ptr(pt);
+  size_t len = strlen(name) + 1;
+  PerfName *e = (PerfName *)malloc(sizeof(PerfName) + len);
+  LJPSlot *slot;
+  if (!e) goto nomem;
+  e->pt = pt;
+  e->chunk = gcref(pt->chunkname);
+  e->firstline = pt->firstline;
+  e->sizebc = pt->sizebc;
+  memcpy(e->name, name, len);
+  pthread_mutex_lock(&perf_names_lock);
+  if (ljp_set_reserve(&perf_names) < 0) {
+    pthread_mutex_unlock(&perf_names_lock);
+    free(e);
+    goto nomem;
   }
-  {
-    PerfName *e = names_slot(pt);
-    char *copy = strdup(name);
-    if (!copy) goto out;
-    if (!e->pt) names.n++;
-    free(e->name);
-    e->pt = pt;
-    e->chunk = gcref(pt->chunkname);
-    e->firstline = pt->firstline;
-    e->sizebc = pt->sizebc;
-    e->name = copy;
-  }
-out:
-  pthread_mutex_unlock(&names_lock);
+  slot = ljp_set_slot(&perf_names, h, perf_names_eq, pt);
+  if (slot->h) { free(slot->p); slot->p = e; }  /* A new proto, same address. */
+  else ljp_set_fill(&perf_names, slot, h, e);
+  pthread_mutex_unlock(&perf_names_lock);
+  return;
+nomem:
+  ljp_emit_drop(LJP_DROP_NAME);
 }
 
 /* Copies the name of PT into BUF (empty if unknown). */
-static void names_get(GCproto *pt, char *buf, size_t sz)
+static void perf_names_get(GCproto *pt, char *buf, size_t sz)
 {
+  LJPSlot *slot;
   buf[0] = '\0';
-  pthread_mutex_lock(&names_lock);
-  if (names.v) {
-    PerfName *e = names_slot(pt);
-    if (e->pt && e->chunk == gcref(pt->chunkname) &&
+  pthread_mutex_lock(&perf_names_lock);
+  slot = ljp_set_find(&perf_names, ljp_hash_ptr(pt), perf_names_eq, pt);
+  if (slot) {
+    PerfName *e = (PerfName *)slot->p;
+    if (e->chunk == gcref(pt->chunkname) &&
 	e->firstline == pt->firstline && e->sizebc == pt->sizebc)
       snprintf(buf, sz, "%s", e->name);
   }
-  pthread_mutex_unlock(&names_lock);
+  pthread_mutex_unlock(&perf_names_lock);
 }
 
 /* -- Describing code ------------------------------------------------------ */
@@ -352,7 +360,8 @@ static void names_get(GCproto *pt, char *buf, size_t sz)
 /* Line table scratch space, grown as needed (malloc: never a Lua error). */
 typedef struct PerfLines { LJPLine *v; size_t n, sz; } PerfLines;
 
-static int pl_add(PerfLines *pl, uint64_t addr, uint32_t line, const char *file)
+static int perf_lines_add(PerfLines *pl, uint64_t addr, uint32_t line,
+			  const char *file)
 {
   if (pl->n && pl->v[pl->n-1].line == line && pl->v[pl->n-1].file == file)
     return 1;
@@ -377,16 +386,16 @@ static void perf_proto(GCproto *pt, const char *name)
   uint64_t bc = (uint64_t)(uintptr_t)proto_bc(pt);
   uint64_t size = 4*(uint64_t)pt->sizebc + 4;  /* PCs point after an ins. */
   nbuf[0] = fbuf[0] = '\0';
-  if (name && *name) names_put(pt, name);
+  if (name && *name) perf_names_put(pt, name);
   pb_label(&nb, pt, name);
   pb_chunk(&fb, pt);
   if (proto_lineinfo(pt)) {
     BCPos i;
-    int ok = pl_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
+    int ok = perf_lines_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
     for (i = 0; ok && i < pt->sizebc; i++)
-      ok = pl_add(&pl, bc + 4*(uint64_t)(i+1),
-		  (uint32_t)lj_debug_line(pt, i), fbuf);
-    if (!ok) pl.n = 0;
+      ok = perf_lines_add(&pl, bc + 4*(uint64_t)(i+1),
+			  (uint32_t)lj_debug_line(pt, i), fbuf);
+    if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   }
   ljp_emit_load(bc, size, nbuf, NULL, pl.v, pl.n);
   free(pl.v);
@@ -411,79 +420,79 @@ static void perf_children(GCproto *pt)
   }
 }
 
-/* Prototype that contains PC among the frames of snapshot SN of trace T. */
-static GCproto *perf_snappt(GCtrace *T, SnapShot *snap, const BCIns *pc)
+static int perf_haspc(GCproto *pt, const BCIns *pc)
+{
+  return pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc;
+}
+
+/* The line snapshot SNAP of trace T stands for in PT, the function T starts
+** in, or -1. perf shows a trace as the frame of that function (those it
+** inlined are not in the chain while it runs), so its lines are that
+** function's: where the snapshot's PC lies in PT, its line; in a function
+** PT called (inlined, or a C function), the line of the call: the return
+** PC of the innermost frame returning to PT (with LJ_FR2 a Lua frame's
+** link slot holds it as a constant). None below PT's frame (a side trace
+** back in its parent's function): not PT's code.
+*/
+static BCLine perf_snapline(GCtrace *T, SnapShot *snap, GCproto *pt)
 {
   SnapEntry *map = &T->snapmap[snap->mapofs];
-  GCproto *pt = gco2pt(gcref(T->startpt));
+  const BCIns *pc = snap_pc(&map[snap->nent]);
   MSize n;
-  for (n = 0; n < snap->nent; n++)
-    if ((map[n] & SNAP_FRAME)) {
-      IRIns *ir = &T->ir[snap_ref(map[n])];
-      if (irref_isk(snap_ref(map[n])) && ir->o == IR_KGC) {
-	GCobj *o = ir_kgc(ir);
-	if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn))
-	  pt = funcproto(&o->fn);
-      }
+  if (perf_haspc(pt, pc)) return lj_debug_line(pt, proto_bcpos(pt, pc));
+  for (n = snap->nent; LJ_FR2 && n-- > 0; )
+    if ((map[n] & SNAP_FRAME) && irref_isk(snap_ref(map[n])) &&
+	T->ir[snap_ref(map[n])].o == IR_KNUM) {
+      uint64_t link = ir_knum(&T->ir[snap_ref(map[n])])->u64;
+      const BCIns *ret = (const BCIns *)(uintptr_t)link;
+      if ((link & FRAME_TYPE) == FRAME_LUA && ret > proto_bc(pt) &&
+	  perf_haspc(pt, ret))
+	return lj_debug_line(pt, proto_bcpos(pt, ret) - 1);  /* The CALL. */
     }
-  if (pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc) return pt;
-  pt = gco2pt(gcref(T->startpt));
-  if (pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc) return pt;
-  return NULL;
+  return -1;
 }
+
+#ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
+#define PERF_NSNAP(T)		((T)->nsnap)
+#define PERF_SNAPOFS(snap)	((snap)->mcofs)
+#else  /* Older LuaJIT (e.g. Tarantool's): the start line only. */
+#define PERF_NSNAP(T)		((T)->nsnap ? 1 : 0)
+#define PERF_SNAPOFS(snap)	0
+#endif
 
 static void perf_trace(GCtrace *T)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
-  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ];
+  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ], fbuf[PERF_NAMESZ];
   PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
   PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
+  PerfBuf fb = { fbuf, 0, sizeof(fbuf) };
   PerfLines pl = { NULL, 0, 0 };
-  /* Files of line entries must stay valid until the load is written. */
-  char files[8][PERF_NAMESZ];
-  GCproto *filept[8];
-  int nfiles = 0, ok = 1;
+  int ok = 1;
   SnapNo i;
   uint64_t mc = (uint64_t)(uintptr_t)T->mcode;
   const BCIns *startpc = mref(T->startpc, const BCIns);
   char pname[PERF_NAMESZ];
-  nbuf[0] = ownbuf[0] = '\0';
-  names_get(pt, pname, sizeof(pname));
+  nbuf[0] = ownbuf[0] = fbuf[0] = '\0';
+  perf_names_get(pt, pname, sizeof(pname));
   pb_label(&ob, pt, pname);
+  pb_chunk(&fb, pt);
   pb_str(&nb, "TRACE_");
   pb_int(&nb, (long)T->traceno);
   pb_str(&nb, "::");
-  pb_chunk(&nb, pt);
+  pb_str(&nb, fbuf);
   pb_str(&nb, ":");
   pb_int(&nb, (long)lj_debug_line(pt, proto_bcpos(pt, startpc)));
   pb_str(&nb, "::");
   pb_str(&nb, ownbuf);
-  for (i = 0; ok && i < T->nsnap; i++) {
+  for (i = 0; ok && i < PERF_NSNAP(T); i++) {
     SnapShot *snap = &T->snap[i];
-    const BCIns *pc = snap_pc(&T->snapmap[snap->mapofs + snap->nent]);
-    GCproto *spt = perf_snappt(T, snap, pc);
-    int f;
-    if (!spt) continue;
-    for (f = 0; f < nfiles && filept[f] != spt; f++) ;
-    if (f == nfiles) {
-      if (nfiles == 8) continue;
-      {
-	PerfBuf fb = { files[f], 0, PERF_NAMESZ };
-	files[f][0] = '\0';
-	pb_chunk(&fb, spt);
-      }
-      filept[nfiles++] = spt;
-    }
-#ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
-    ok = pl_add(&pl, mc + (i ? snap->mcofs : 0),
-		(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)), files[f]);
-#else  /* Older LuaJIT (e.g. Tarantool's): the start line only. */
-    ok = i ? 1 : pl_add(&pl, mc,
-			(uint32_t)lj_debug_line(spt, proto_bcpos(spt, pc)),
-			files[f]);
-#endif
+    BCLine line = perf_snapline(T, snap, pt);
+    if (line >= 0)
+      ok = perf_lines_add(&pl, mc + (i ? PERF_SNAPOFS(snap) : 0),
+			  (uint32_t)line, fbuf);
   }
-  if (!ok) pl.n = 0;
+  if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   ljp_emit_load(mc, T->szmcode, nbuf, NULL, pl.v, pl.n);
   free(pl.v);
 }
@@ -511,23 +520,16 @@ static void perf_stubs(jit_State *J, int all)
 #endif
 }
 
-/* Pointer set (open addressing) of prototypes that have a live parent. */
-typedef struct PerfSet { void **v; size_t mask; } PerfSet;
+static int perf_ptreq(const void *p, const void *key) { return p == key; }
 
-static void ps_add(PerfSet *ps, void *p)
+/* Adds P to the pointer set PS. 0, or -1 without memory. */
+static int perf_ptradd(LJPSet *ps, void *p)
 {
-  size_t i = ((uintptr_t)p >> 4) & ps->mask;
-  while (ps->v[i] && ps->v[i] != p) i = (i + 1) & ps->mask;
-  ps->v[i] = p;
-}
-
-static int ps_has(PerfSet *ps, void *p)
-{
-  size_t i = ((uintptr_t)p >> 4) & ps->mask;
-  while (ps->v[i]) {
-    if (ps->v[i] == p) return 1;
-    i = (i + 1) & ps->mask;
-  }
+  uint64_t h = ljp_hash_ptr(p);
+  LJPSlot *slot;
+  if (ljp_set_reserve(ps) < 0) return -1;
+  slot = ljp_set_slot(ps, h, perf_ptreq, p);
+  if (!slot->h) ljp_set_fill(ps, slot, h, p);
   return 0;
 }
 
@@ -538,26 +540,31 @@ static size_t perf_all(global_State *g)
 {
   GCobj *o;
   size_t n = 0;
-  PerfSet ps;
+  LJPSet haveparent = { NULL, 0, 0 };
+  int ok = 1;
   ljp_emit_batch_begin();
-  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TPROTO) n++;
-  for (ps.mask = 15; ps.mask < 2*n; ps.mask = 2*ps.mask + 1) ;
-  ps.v = (void **)calloc(ps.mask + 1, sizeof(void *));
-  for (o = gcref(g->gc.root); ps.v && o != NULL; o = gcref(o->gch.nextgc))
+  for (o = gcref(g->gc.root); ok && o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TPROTO && (gco2pt(o)->flags & PROTO_CHILD)) {
       GCproto *pt = gco2pt(o);
       BCPos pc;
-      for (pc = 0; pc < pt->sizebc; pc++)
+      for (pc = 0; ok && pc < pt->sizebc; pc++)
 	if (bc_op(proto_bc(pt)[pc]) == BC_FNEW)
-	  ps_add(&ps, proto_kgc(pt, ~(ptrdiff_t)bc_d(proto_bc(pt)[pc])));
+	  ok = perf_ptradd(&haveparent,
+		 proto_kgc(pt, ~(ptrdiff_t)bc_d(proto_bc(pt)[pc]))) == 0;
     }
+  if (!ok) {  /* Then every prototype is a root, described without name. */
+    ljp_set_free(&haveparent, 0);
+    ljp_emit_drop(LJP_DROP_PARENT);
+  }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TPROTO && !(ps.v && ps_has(&ps, o))) {
-      perf_proto(gco2pt(o), NULL);
-      perf_children(gco2pt(o));
+    if (o->gch.gct == ~LJ_TPROTO) {
+      n++;
+      if (!ljp_set_find(&haveparent, ljp_hash_ptr(o), perf_ptreq, o)) {
+	perf_proto(gco2pt(o), NULL);
+	perf_children(gco2pt(o));
+      }
     }
-  free(ps.v);
+  ljp_set_free(&haveparent, 0);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
       perf_trace(gco2trace(o));
@@ -631,8 +638,8 @@ static unsigned perf_start(lua_State *L, unsigned mask)
     unsigned open, got, had;
     pthread_once(&perf_once, perf_register_atexit);
     open = ljp_emit_open(perf_writers(emit), NULL);
-    got = ((open & LJP_MAP) ? LJ_PERF_MAP : 0) |
-	  ((open & LJP_JITDUMP) ? LJ_PERF_JITDUMP : 0);
+    got = ((open & LJP_MAP) ? LUAJIT_PERF_MAP : 0) |
+	  ((open & LJP_JITDUMP) ? LUAJIT_PERF_JITDUMP : 0);
     had = g->perfmask & PERF_EMIT;
     failed |= emit & ~got;
     g->perfmask |= emit & got;
@@ -642,9 +649,9 @@ static unsigned perf_start(lua_State *L, unsigned mask)
       if (perf_all(g) == 0) g->perfmask |= PERF_RESCAN;
     }
   }
-  if ((mask & LJ_PERF_FRAMES)) {
-    if (lj_fprec_start(L)) g->perfmask |= LJ_PERF_FRAMES;
-    else failed |= LJ_PERF_FRAMES;
+  if ((mask & LUAJIT_PERF_FRAMES)) {
+    if (lj_fprec_start(L)) g->perfmask |= LUAJIT_PERF_FRAMES;
+    else failed |= LUAJIT_PERF_FRAMES;
   }
   return failed;
 }
@@ -652,7 +659,7 @@ static unsigned perf_start(lua_State *L, unsigned mask)
 static void perf_stop(lua_State *L, unsigned mask)
 {
   global_State *g = G(L);
-  if ((mask & LJ_PERF_FRAMES)) lj_fprec_stop(L);
+  if ((mask & LUAJIT_PERF_FRAMES)) lj_fprec_stop(L);
   g->perfmask &= ~mask;
   if (!(g->perfmask & PERF_EMIT)) g->perfmask &= ~PERF_RESCAN;
 }
@@ -663,9 +670,9 @@ static unsigned perf_status(global_State *g)
   int fresh = 0;
   unsigned open = mask ? ljp_emit_begin(&fresh) : 0;
   if (fresh) perf_all(g);
-  if (!(open & LJP_MAP)) mask &= ~LJ_PERF_MAP;
-  if (!(open & LJP_JITDUMP)) mask &= ~LJ_PERF_JITDUMP;
-  if (g->fprec_on) mask |= LJ_PERF_FRAMES;
+  if (!(open & LJP_MAP)) mask &= ~LUAJIT_PERF_MAP;
+  if (!(open & LJP_JITDUMP)) mask &= ~LUAJIT_PERF_JITDUMP;
+  if (g->fprec_on) mask |= LUAJIT_PERF_FRAMES;
   return mask;
 }
 
@@ -675,11 +682,11 @@ void lj_perf_init(lua_State *L)
   char bad[48];
   const char *env = getenv("LUAJIT_PERF");
   if (perf_parse(env, &mask, bad, sizeof(bad)) < 0) {
-    fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' "
-		    "(use 1 or a comma list of map,jitdump,frames)\n", bad);
+    fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' (use "
+		    PERF_VALUES ")\n", bad);
     return;
   }
-  if (mask && (mask = perf_start(L, mask)) != 0 && (mask & LJ_PERF_FRAMES))
+  if (mask && (mask = perf_start(L, mask)) != 0 && (mask & LUAJIT_PERF_FRAMES))
     fputs("ljperf: Lua frame recording could not start\n", stderr);
 }
 
@@ -720,8 +727,7 @@ static unsigned perf_argparts(lua_State *L)
   char bad[48];
   const char *what = luaL_optstring(L, 1, "1");
   if (perf_parse(what, &mask, bad, sizeof(bad)) < 0)
-    luaL_error(L, "unknown part '%s' (use a comma list of map,jitdump,frames)",
-	       bad);
+    luaL_error(L, "unknown part '%s' (use " PERF_VALUES ")", bad);
   return mask;
 }
 
@@ -731,9 +737,9 @@ static int perf_lstart(lua_State *L)
   if (failed) {
     lua_pushnil(L);
     lua_pushfstring(L, "could not start:%s%s%s",
-		    (failed & LJ_PERF_MAP) ? " map" : "",
-		    (failed & LJ_PERF_JITDUMP) ? " jitdump" : "",
-		    (failed & LJ_PERF_FRAMES) ? " frames" : "");
+		    (failed & LUAJIT_PERF_MAP) ? " map" : "",
+		    (failed & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
+		    (failed & LUAJIT_PERF_FRAMES) ? " frames" : "");
     return 2;
   }
   lua_pushboolean(L, 1);
@@ -751,11 +757,11 @@ static int perf_lstatus(lua_State *L)
 {
   unsigned mask = perf_status(G(L));
   lua_createtable(L, 0, 3);
-  lua_pushboolean(L, (mask & LJ_PERF_MAP) != 0);
+  lua_pushboolean(L, (mask & LUAJIT_PERF_MAP) != 0);
   lua_setfield(L, -2, "map");
-  lua_pushboolean(L, (mask & LJ_PERF_JITDUMP) != 0);
+  lua_pushboolean(L, (mask & LUAJIT_PERF_JITDUMP) != 0);
   lua_setfield(L, -2, "jitdump");
-  lua_pushboolean(L, (mask & LJ_PERF_FRAMES) != 0);
+  lua_pushboolean(L, (mask & LUAJIT_PERF_FRAMES) != 0);
   lua_setfield(L, -2, "frames");
   return 1;
 }

@@ -8,11 +8,12 @@
 
 #include "lj_obj.h"
 #include "lj_jit.h"
+#include "luajit.h"
 
-/* What a global_State describes to perf (global_State.perfmask). */
-#define LJ_PERF_MAP	1u	/* /tmp/perf-PID.map lines. */
-#define LJ_PERF_JITDUMP	2u	/* jitdump records. */
-#define LJ_PERF_FRAMES	4u	/* Lua frame records (lj_fprec.c). */
+/* What a global_State describes to perf (global_State.perfmask): the
+** LUAJIT_PERF_* bits of luajit.h (map, jitdump, frames), as
+** luaJIT_perf_status returns them.
+*/
 
 #if LJ_HASPERF
 LJ_FUNC void lj_perf_init(lua_State *L);	/* End of lua_newstate. */

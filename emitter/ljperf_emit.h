@@ -45,7 +45,7 @@ unsigned ljp_emit_open(unsigned mask, const char *dir);
 ** *fresh to 1 (the caller should then describe all live code again). */
 unsigned ljp_emit_begin(int *fresh);
 
-/* Describes code [addr, addr+size) named NAME (no whitespace, '(' or ';').
+/* Describes code [addr, addr+size) named NAME (cleaned by ljp_name_copy).
 ** BYTES are the bytes stored in the jitdump (NULL: copy from addr).
 ** LINES (sorted by addr, may be NULL) become a DEBUG_INFO record written
 ** before the CODE_LOAD; the writer appends the closing entry at addr+size. */
@@ -59,7 +59,38 @@ void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 void ljp_emit_batch_begin(void);
 void ljp_emit_batch_end(void);
 
-/* Flushes and closes all outputs (a jitdump CODE_CLOSE record is written). */
+/* Flushes and closes all outputs (a jitdump CODE_CLOSE record is written)
+** and prints the count of each kind of drop since the outputs were opened. */
 void ljp_emit_close(void);
+
+/* What perf may not be told. Each kind is reported on stderr when it first
+** happens and counted: ljp_emit_close prints the counts. */
+#define LJP_DROPDEF(_) \
+  _(TOOBIG, "jitdump: a code load too large for one record (4 GiB) was left out") \
+  _(LINES, "out of memory: the line table of a code load was left out") \
+  _(NAME, "out of memory: a function name was not kept for naming traces") \
+  _(PARENT, "out of memory: nested functions were described without names")
+
+typedef enum {
+#define LJP_DROPENUM(kind, what)	LJP_DROP_##kind,
+  LJP_DROPDEF(LJP_DROPENUM)
+#undef LJP_DROPENUM
+  LJP_DROP__MAX
+} LJPDrop;
+
+void ljp_emit_drop(LJPDrop what);
+
+/* The one name cleaner: copies N bytes of SRC to DST with whitespace,
+** control characters, DEL, '(', ')' and ';' replaced by '_'. The perf map
+** splits at whitespace, stackcollapse-perf.pl cuts a name at '(' (a lone
+** ')' would remain) and ';' separates folded frames. */
+static inline void ljp_name_copy(char *dst, const char *src, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)src[i];
+    dst[i] = (c <= ' ' || c == 0x7f || c == '(' || c == ')' || c == ';') ?
+	     '_' : (char)c;
+  }
+}
 
 #endif

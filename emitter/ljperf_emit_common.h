@@ -1,12 +1,13 @@
 /*
-** ljperf emitter: private helpers shared by perfmap.c and jitdump.c.
+** ljperf emitter: private helpers shared by emit.c, perfmap.c and jitdump.c.
 ** Not part of the API (see ljperf_emit.h).
 **
-** Locking: one process-wide mutex (ljp_lock, in perfmap.c) serialises every
-** API call; all ljp_map_* / ljp_jd_* functions run with it held.
-** Fork: state belongs to ljp_owner (the pid that opened the files). A call
-** from another pid first "abandons" the inherited outputs: it closes the
-** fds and unmaps without writing a byte, then opens files for the new pid.
+** Locking: one process-wide mutex (ljp_lock, in emit.c) serialises every
+** API call; all ljp_map_* / ljp_jd_* / ljp_dropped calls run with it held.
+** Fork: state belongs to ljp_owner (emit.c, the pid that opened the files).
+** A call from another pid first "abandons" the inherited outputs: it
+** closes the fds and unmaps without writing a byte, then opens files for
+** the new pid.
 */
 #ifndef LJPERF_EMIT_COMMON_H
 #define LJPERF_EMIT_COMMON_H
@@ -29,22 +30,36 @@
 #include <unistd.h>
 
 #include "ljperf_emit.h"
+#include "ljperf_set.h"
 
 #define LJP_HIDDEN __attribute__((visibility("hidden")))
 
 /* -- Diagnostics ---------------------------------------------------------- */
 
-/* Prints "ljperf: <what>: <path>: <why>\n" with one write(2) to stderr.
-** No stdio: safe with the lock held and never buffered. */
+/* Prints "ljperf: " FMT "\n" with one write(2) to stderr. No stdio: safe
+** with the lock held and never buffered. */
+static inline void __attribute__((format(printf, 1, 2)))
+ljp_say(const char *fmt, ...)
+{
+  char line[PATH_MAX + 256];
+  va_list ap;
+  int n = 8;
+  memcpy(line, "ljperf: ", 8);
+  va_start(ap, fmt);
+  n += vsnprintf(line + 8, sizeof(line) - 9, fmt, ap);  /* room for '\n' */
+  va_end(ap);
+  if (n < 8) return;
+  if ((size_t)n > sizeof(line) - 2) n = sizeof(line) - 2;  /* cut */
+  line[n++] = '\n';
+  ssize_t r = write(2, line, (size_t)n);
+  (void)r;
+}
+
+/* "ljperf: <what>: <path>: <why>": an output's failure. */
 static inline void ljp_report(const char *what, const char *path,
 			      const char *why)
 {
-  char line[PATH_MAX + 256];
-  int n = snprintf(line, sizeof(line), "ljperf: %s: %s: %s\n", what, path, why);
-  if (n < 0) return;
-  if ((size_t)n >= sizeof(line)) { n = sizeof(line) - 1; line[n - 1] = '\n'; }
-  ssize_t r = write(2, line, (size_t)n);
-  (void)r;
+  ljp_say("%s: %s: %s", what, path, why);
 }
 
 static inline const char *ljp_strerror(int err, char *buf, size_t len)
@@ -223,31 +238,23 @@ static inline int ljp_put(int fd, LJPBuf *pend, off_t *off, int defer,
 
 /* -- Names ---------------------------------------------------------------- */
 
-/* Appends NAME (NUL-terminated) to B with whitespace, control characters,
-** '(' and ';' replaced by '_' (perf map and folded-stack safety). */
+/* Appends NAME (NUL-terminated, cleaned by ljp_name_copy; NULL or "":
+** "anon") to B. */
 static inline int ljp_buf_name(LJPBuf *b, const char *name)
 {
   if (!name || !*name) name = "anon";
   size_t n = strlen(name);
   if (ljp_buf_reserve(b, n + 1) < 0) return -1;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)name[i];
-    b->p[b->len++] = (c <= ' ' || c == 0x7f || c == '(' || c == ';') ? '_' : (char)c;
-  }
+  ljp_name_copy(b->p + b->len, name, n);
+  b->len += n;
   b->p[b->len++] = '\0';
   return 0;
 }
 
-/* FNV-1a, 64 bit: hashing for dedup sets (not security relevant). */
-static inline uint64_t ljp_hash(uint64_t h, const void *p, size_t n)
-{
-  const unsigned char *s = p;
-  while (n--) { h ^= *s++; h *= 0x100000001b3ull; }
-  return h;
-}
-#define LJP_HASH_SEED 0xcbf29ce484222325ull
-
 /* -- Writers (called with ljp_lock held, pid already checked) ------------- */
+
+/* emit.c: counts a drop (ljp_emit_drop with the lock held). */
+LJP_HIDDEN void ljp_dropped(LJPDrop what);
 
 /* perfmap.c. open: 0 ok / -1 failed (message printed, output disabled
 ** for this pid). abandon: close without writing (inherited after fork). */

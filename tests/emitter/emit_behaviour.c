@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "ljperf_emit.h"
+#include "ljperf_jitdump.h"
 #include "jd_read.h"
 
 #ifndef PYTHON_EXE
@@ -311,7 +312,7 @@ static void t_map(void)
   CHECK(lstat(mp, &st) == 0 && S_ISREG(st.st_mode), "no map file %s", mp);
   CHECK((st.st_mode & 0777) == 0644, "map mode %o, want 0644", st.st_mode & 0777);
   read_file(mp, m, sizeof(m));
-  const char *head = "1000 10 f_one\n2000 20 f_two_x)_y_\n1000 10 f_other\n1000 18 f_one\n3000 8 anon\n";
+  const char *head = "1000 10 f_one\n2000 20 f_two_x__y_\n1000 10 f_other\n1000 18 f_one\n3000 8 anon\n";
   CHECK(!strncmp(m, head, strlen(head)), "map starts with:\n%.300s\nwant:\n%s", m, head);
   CHECK(count_lines(m) == 5 + 3000, "map has %d lines, want %d", count_lines(m), 5 + 3000);
   CHECK(strstr(m, "100000 10 bulk_0\n") && strstr(m, "10bb70 10 bulk_2999\n"), "bulk lines missing");
@@ -1078,6 +1079,70 @@ static void t_nomem(void)
   jd_free(&jd);
 }
 
+/* -- a load too large for a jitdump record: left out, told once, counted -- */
+
+static void prog_toobig(void *arg)
+{
+  (void)arg;
+  static const uint8_t b[16] = "never read";
+  CCHECK(ljp_emit_open(BOTH, g_dir) == BOTH, 3);
+  fake_load(0x1000, 64, "before", 1, 2);
+  ljp_emit_load(0x100000, 1ull << 32, "huge", b, NULL, 0);	/* bytes never read */
+  ljp_emit_load(0x200000, (1ull << 32) - 56 - 6, "huge2", b, NULL, 0);  /* 1 too many */
+  fake_load(0x2000, 64, "after", 2, 2);
+  CCHECK(ljp_emit_begin(NULL) == BOTH, 4);	/* a drop disables nothing */
+  ljp_emit_close();
+}
+
+static void t_toobig(void)
+{
+  Run r;
+  JD jd;
+  char buf[4096];
+  run(&r, prog_toobig, NULL);
+  expect_exit0(&r);
+  const char *nl = strchr(r.err, '\n');
+  CHECK(count_lines(r.err) == 2 && !strncmp(r.err, "ljperf: ", 8) && nl && !strncmp(nl + 1, "ljperf: ", 8),
+	"want two ljperf lines on stderr, got:\n%s", r.err);
+  CHECK(strstr(r.err, "too large") && strstr(r.err, "reported once") < nl,
+	"first line must tell the drop: %s", r.err);
+  CHECK(strstr(nl, "too large") && strstr(nl, ": 2 times\n"), "second line must count 2 drops: %s", nl + 1);
+  read_file(map_path(r.pid), buf, sizeof(buf));
+  CHECK(!strcmp(buf, "1000 40 before\n100000 100000000 huge\n200000 ffffffc2 huge2\n2000 40 after\n"),
+	"the map takes any size:\n%s", buf);
+  const char *dp = dump_path(g_dir, r.pid);
+  CHECK(validate(dp) == 0, "bad dump");
+  load_dump(&jd, dp);
+  CHECK(jd.nload == 2 && !strcmp(jd_load_n(&jd, 0)->name, "before") && !strcmp(jd_load_n(&jd, 1)->name, "after")
+	&& jd_load_n(&jd, 1)->index == 1, "dump: %zu loads", jd.nload);
+  jd_free(&jd);
+}
+
+/* -- the record structs are perf's wire layout ----------------------------- */
+
+#define EXPECT_AT(type, field, at) \
+  CHECK(offsetof(type, field) == (at), #type "." #field " at %zu, perf reads it at %d", \
+	offsetof(type, field), (at))
+
+static void t_layout(void)
+{
+  EXPECT_AT(LJPJdHeader, magic, 0); EXPECT_AT(LJPJdHeader, version, 4);
+  EXPECT_AT(LJPJdHeader, total_size, 8); EXPECT_AT(LJPJdHeader, elf_mach, 12);
+  EXPECT_AT(LJPJdHeader, pad1, 16); EXPECT_AT(LJPJdHeader, pid, 20);
+  EXPECT_AT(LJPJdHeader, timestamp, 24); EXPECT_AT(LJPJdHeader, flags, 32);
+  EXPECT_AT(LJPJdPrefix, id, 0); EXPECT_AT(LJPJdPrefix, total_size, 4);
+  EXPECT_AT(LJPJdPrefix, timestamp, 8);
+  EXPECT_AT(LJPJdLoad, pid, 16); EXPECT_AT(LJPJdLoad, tid, 20); EXPECT_AT(LJPJdLoad, vma, 24);
+  EXPECT_AT(LJPJdLoad, code_addr, 32); EXPECT_AT(LJPJdLoad, code_size, 40);
+  EXPECT_AT(LJPJdLoad, code_index, 48);
+  EXPECT_AT(LJPJdDebug, code_addr, 16); EXPECT_AT(LJPJdDebug, nr_entry, 24);
+  EXPECT_AT(LJPJdEntry, addr, 0); EXPECT_AT(LJPJdEntry, lineno, 8); EXPECT_AT(LJPJdEntry, discrim, 12);
+  CHECK(sizeof(LJPJdHeader) == 40 && sizeof(LJPJdPrefix) == 16 && sizeof(LJPJdLoad) == 56 &&
+	sizeof(LJPJdDebug) == 32 && sizeof(LJPJdEntry) == 16, "record sizes");
+  CHECK(LJP_JD_MAGIC == 0x4A695444u && LJP_JD_VERSION == 1 && LJP_JD_CODE_LOAD == 0 &&
+	LJP_JD_CODE_DEBUG_INFO == 2 && LJP_JD_CODE_CLOSE == 3, "magic, version or record ids");
+}
+
 /* -------------------------------------------------------------------------- */
 
 static const struct { const char *name; void (*fn)(void); int root; } tests[] = {
@@ -1096,6 +1161,8 @@ static const struct { const char *name; void (*fn)(void); int root; } tests[] = 
   { "reopen", t_reopen, 0 },
   { "salt", t_salt, 0 },
   { "nomem", t_nomem, 0 },
+  { "toobig", t_toobig, 0 },
+  { "layout", t_layout, 0 },
 };
 
 int main(int argc, char **argv)

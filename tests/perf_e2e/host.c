@@ -13,7 +13,10 @@
 **                             runs it again, luaJIT_perf_stop(L, NULL).
 **                             Prints the status after each step and
 **                             "phase T0 T1" (CLOCK_MONOTONIC ns) around
-**                             the run after the start.
+**                             the run after the start; then tries "bogus"
+**                             and "all" (both rejected) and "map,jitdump"
+**                             (status "parts"). Status: the number and the
+**                             names of its LUAJIT_PERF_* bits.
 */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -120,6 +123,16 @@ static int run_threads(int concurrent)
   return 0;
 }
 
+/* Prints "status WHEN BITS PART..." from the LUAJIT_PERF_* bits. */
+static void print_status(lua_State *L, const char *when)
+{
+  int st = luaJIT_perf_status(L);
+  printf("status %s %d%s%s%s\n", when, st,
+	 (st & LUAJIT_PERF_MAP) ? " map" : "",
+	 (st & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
+	 (st & LUAJIT_PERF_FRAMES) ? " frames" : "");
+}
+
 static int run_capi(void)
 {
   lua_State *L = luaL_newstate();
@@ -128,18 +141,21 @@ static int run_capi(void)
   if (!L) die(NULL, "luaL_newstate");
   luaL_openlibs(L);
   printf("pid %d\n", (int)getpid());
-  printf("status initial %d\n", luaJIT_perf_status(L));
+  print_status(L, "initial");
   load_fn(L, "=capi_chunk", "capi_work", 7);
   r = call_fn(L, iterations / 4);	/* Before the start (and compiled). */
   printf("start %d\n", luaJIT_perf_start(L, NULL));
-  printf("status started %d\n", luaJIT_perf_status(L));
+  print_status(L, "started");
   t0 = now_ns();
   r += call_fn(L, iterations);
   t1 = now_ns();
   printf("phase %llu %llu\n", t0, t1);
   printf("stop %d\n", luaJIT_perf_stop(L, NULL));
-  printf("status stopped %d\n", luaJIT_perf_status(L));
+  print_status(L, "stopped");
   printf("bad part %d\n", luaJIT_perf_start(L, "bogus"));
+  printf("all %d\n", luaJIT_perf_start(L, "all"));  /* Undocumented: no. */
+  if (luaJIT_perf_start(L, "map,jitdump") == 0) print_status(L, "parts");
+  luaJIT_perf_stop(L, NULL);
   printf("result %ld\n", r);
   lua_close(L);
   return 0;

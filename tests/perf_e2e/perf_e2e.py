@@ -43,11 +43,20 @@ Tests (ctest perf_e2e.TEST):
   states.serial       a second lua_State after the first was closed.
   crash.segv|abort    a signal mid-run leaves a valid dump with the last load.
   off                 LUAJIT_PERF unset, "" or 0: no file, no mapping, no
-                      output; an unknown part: one stderr line, no file.
+                      output; an unknown part (bogus, all, an empty word):
+                      one stderr line, no file.
+  trace_protos        progs/protos.lua: a trace whose snapshots lie in 12
+                      chunks' functions (half of them closures specialised
+                      to their prototype), its side traces, traces through
+                      a fast function: every trace's lines are in its own
+                      chunk, the loop trace has the line of each inlined
+                      call, nothing reported dropped on stderr (no perf).
   lua_api.interp|jit  jit.perf.status/start/stop, start at run time describes
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
-  c_api               luaJIT_perf_start/stop/status from a C host.
+  c_api               luaJIT_perf_start/stop/status from a C host; the
+                      status bits LUAJIT_PERF_MAP/JITDUMP/FRAMES; "all" is
+                      rejected.
   fault.*             symlink_map, symlink_dump (planted symlinks not followed),
                       enospc (dump on a 64 KiB tmpfs), enospc_map (16 KiB /tmp),
                       erofs, eacces (setpriv nobody), nodir: the program's output
@@ -721,7 +730,8 @@ def test_crash(sig):
 
 def test_off():
     with Session() as s:
-        for val in (None, "", "0", "bogus"):
+        bad = {"bogus": "bogus", "all": "all", "map,": "", "map,,frames": ""}
+        for val in (None, "", "0") + tuple(bad):
             env = dict(os.environ)
             env.pop("LUAJIT_PERF", None)
             if val is not None:
@@ -734,14 +744,16 @@ def test_off():
             check("map=false jitdump=false frames=false mapped=false result=" in p.stdout,
                   "LUAJIT_PERF=%r: %s" % (val, p.stdout))
             errs = p.stderr.splitlines()
-            if val == "bogus":
-                check(len(errs) == 1 and errs[0].startswith("ljperf:") and "bogus" in errs[0],
-                      "LUAJIT_PERF=bogus: want one ljperf line on stderr, got %r" % p.stderr)
+            if val in bad:
+                check(len(errs) == 1 and errs[0].startswith("ljperf:") and
+                      "unknown part '%s'" % bad[val] in errs[0],
+                      "LUAJIT_PERF=%r: want one ljperf line on stderr, got %r" % (val, p.stderr))
             else:
                 check(not errs, "LUAJIT_PERF=%r printed %r" % (val, p.stderr))
             check(not os.path.exists("/tmp/perf-%d.map" % pid), "LUAJIT_PERF=%r wrote a perf map" % val)
             check(os.listdir(s.dir) == [], "LUAJIT_PERF=%r wrote %s" % (val, os.listdir(s.dir)))
-        info("off: unset, empty and 0 write nothing and map nothing; an unknown part prints one line")
+        info("off: unset, empty and 0 write nothing and map nothing; an unknown part "
+             "(bogus, all, an empty word) prints one line")
     return True
 
 
@@ -792,15 +804,47 @@ def test_c_api():
     with Session() as s:
         r = s.run([HOST, "capi", "20000000"])
         pid = int(r.field("pid")[0])
-        st = {w[0]: w[1] for w in r.lines("status")}
-        check(st == {"initial": "0", "started": "7", "stopped": "0"}, "luaJIT_perf_status: %s" % st)
-        check(r.field("start") == ["0"] and r.field("stop") == ["0"] and r.field("bad") == ["part", "-1"],
-              "luaJIT_perf_start/stop results: %s" % r.stdout)
+        st = {w[0]: " ".join(w[1:]) for w in r.lines("status")}
+        check(st == {"initial": "0", "started": "7 map jitdump frames", "stopped": "0",
+                     "parts": "3 map jitdump"}, "luaJIT_perf_status: %s" % st)
+        check(r.field("start") == ["0"] and r.field("stop") == ["0"] and r.field("bad") == ["part", "-1"]
+              and r.field("all") == ["-1"], "luaJIT_perf_start/stop results: %s" % r.stdout)
         t0, t1 = map(float, r.field("phase"))
         samples = [x for x in s.script(s.inject(r.data), srcline=True) if x.pid == pid]
         a = judge_window(samples, t0, t1, "capi_work@capi_chunk:1", True, "C API, after luaJIT_perf_start")
         judge_fn(Fn("capi_work", "capi_chunk", 1, 5, 3), in_window(samples, t0, t1), True, label="C API: ")
         info("c_api: status 0 -> 7 -> 0; code loaded before luaJIT_perf_start named in %d/%d samples" % a)
+        s.finish()
+    return True
+
+
+def test_trace_protos():
+    nfuncs = 12
+    with Session() as s:
+        r = s.run([LUAJIT, "protos.lua", str(nfuncs)], perf=False,
+                  env={"LUAJIT_PERF": "jitdump"})
+        check(r.stderr == "", "stderr: %r" % r.stderr)
+        pid = s.only_pid()
+        debug, loop, ntraces = {}, [], 0
+        for rec in jitdump.read(s.dump_path(pid)):
+            if isinstance(rec, jitdump.DebugInfo):
+                debug[rec.code_addr] = rec
+            elif isinstance(rec, jitdump.CodeLoad) and rec.name.startswith("TRACE_"):
+                ntraces += 1
+                chunk = rec.name.split("::")[1].rsplit(":", 1)[0]
+                ents = debug[rec.code_addr].entries if rec.code_addr in debug else []
+                files = {e[3] for e in ents}
+                check(files <= {chunk}, "%s: lines in %s, want only its own chunk %s"
+                      % (rec.name, sorted(files), chunk))
+                if re.match(r"TRACE_\d+::protos_main:3::protos_main:0$", rec.name):
+                    loop.append((rec.name, {e[1] for e in ents}))
+        check(loop, "no trace of the loop in protos_main among %d traces" % ntraces)
+        calls = set(range(5, 5 + nfuncs))          # call K is on line 4+K
+        for name, lines in loop:
+            check(calls <= lines, "%s: lines %s lack the calls %s"
+                  % (name, sorted(lines), sorted(calls - lines)))
+        info("trace_protos: %s has the line of each of the %d inlined calls; %d traces, "
+             "each with lines of its own chunk only, nothing dropped" % (loop[0][0], nfuncs, ntraces))
         s.finish()
     return True
 
@@ -1007,6 +1051,7 @@ TESTS = {
     "lua_api.interp": lambda: test_lua_api("interp"),
     "lua_api.jit": lambda: test_lua_api("jit"),
     "c_api": test_c_api,
+    "trace_protos": test_trace_protos,
     "fault.symlink_map": lambda: test_fault("symlink_map"),
     "fault.symlink_dump": lambda: test_fault("symlink_dump"),
     "fault.enospc": lambda: test_fault("enospc"),

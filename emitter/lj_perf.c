@@ -46,6 +46,8 @@
 #include "ljperf_emit.h"
 #include "ljperf_set.h"
 
+#if LJ_HASPERF  /* Not with -DLUAJIT_DISABLE_PERF (lj_arch.h). */
+
 #define PERF_ALL	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP|LUAJIT_PERF_FRAMES)
 #define PERF_EMIT	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP)
 /* perfmask bit private to this file: describe everything at the next chunk
@@ -776,3 +778,5 @@ int luaopen_jit_perf(lua_State *L)
   luaL_register(L, NULL, funcs);
   return 1;
 }
+
+#endif

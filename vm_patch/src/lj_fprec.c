@@ -49,15 +49,20 @@
 #define fprec_cfrec(cf)	((void **)((char *)cframe_raw(cf) + CFRAME_SIZE - 16))
 
 /* lj_dispatch_update() takes a lock flag in upstream 2.1 since 2025 and not
-** in the other trees: call whichever this tree declares (GCC builtins).
+** in the other trees. Call it with the signature this tree declares: F is
+** only ever called through its real type (the other branch is dead code).
 */
 typedef void (LJ_FASTCALL *FPDispUpd1)(global_State *g);
 typedef void (LJ_FASTCALL *FPDispUpd2)(global_State *g, int nolock);
-#define fprec_dispatch_update(g) \
-  __builtin_choose_expr(__builtin_types_compatible_p( \
-      __typeof__(&lj_dispatch_update), FPDispUpd2), \
-    ((FPDispUpd2)(void *)lj_dispatch_update)((g), 0), \
-    ((FPDispUpd1)(void *)lj_dispatch_update)((g)))
+
+static void fprec_dispatch_update(global_State *g)
+{
+  void (*f)(void) = (void (*)(void))lj_dispatch_update;
+  if (__builtin_types_compatible_p(__typeof__(&lj_dispatch_update), FPDispUpd2))
+    ((FPDispUpd2)f)(g, 0);
+  else
+    ((FPDispUpd1)f)(g);
+}
 
 /* -- Areas --------------------------------------------------------------- */
 

@@ -15,13 +15,17 @@ local function fn_%03d(n)
 end
 return fn_%03d
 ]]
-for r = 1, ROUNDS do
+-- One round per call: when it returns, no dead slot of the caller's frame
+-- still holds the chunk or its function (the GC marks whole frames).
+local function round(r)
   local f = assert(loadstring(src:format(r, 100 + r, r), string.format("=reuse_%03d", r)))()
   local t0 = now()
   local x = f(N)
   local t1 = now()
   print(string.format("phase %d %.0f %.0f %d", r, t0, t1, x))
-  f = nil
+end
+for r = 1, ROUNDS do
+  round(r)
   jit.flush()
   collectgarbage("collect")
   collectgarbage("collect")

@@ -1,4 +1,5 @@
-# Tarantool 2.6.0 built twice with its bundled LuaJIT in GC64 mode:
+# Tarantool (2.6 through 3.x; default: Debian 12's 2.6.0) built twice with
+# its bundled LuaJIT in GC64 mode:
 #   bin/tarantool       third_party/luajit patched (vm_patch series, which
 #                       also copies vm_patch/src and emitter/ into it)
 #   bin/tarantool-base  the same source unpatched (control)
@@ -12,11 +13,17 @@
 #   changes, the copy in the build tree is removed; Tarantool's own rules
 #   then copy, rebuild and relink it.
 # - Both binaries run LuaJIT in GC64 mode (checked after every build).
+# - The patched binary's C and C++ code (Tarantool's own and LuaJIT's) is
+#   compiled with frame pointers (checked after every build, from the
+#   compiler switches gcc records in each compile unit's debug info).
+# - The copies are given the source's version as a VERSION file when the
+#   source has none (a git checkout): Tarantool reads its version from
+#   VERSION or from git, and the copies have no .git.
 #
 # Requires cmake/LuaJITSource.cmake (ljperf_debian_source,
 # ljperf_apply_patch, LJPERF_PATCH_FILES, LJPERF_PATCH_HASH) to be included first.
 
-option(LJPERF_TARANTOOL "Build Tarantool 2.6.0 with the ljperf LuaJIT patch (bin/tarantool) and without (bin/tarantool-base)" OFF)
+option(LJPERF_TARANTOOL "Build Tarantool (2.6 through 3.x) with the ljperf LuaJIT patch (bin/tarantool) and without (bin/tarantool-base)" OFF)
 if(NOT LJPERF_TARANTOOL)
   return()
 endif()
@@ -28,7 +35,7 @@ ljperf_require_packages("${PROJECT_SOURCE_DIR}/.ci/tarantool-packages" "-DLJPERF
 include(ExternalProject)
 
 set(LJPERF_TARANTOOL_SOURCE "" CACHE PATH
-    "Tarantool 2.6.0 source tree to use (default: Debian 12's tarantool source package)")
+    "Tarantool source tree to use, 2.6 through 3.x with its submodules (default: Debian 12's tarantool 2.6.0 source package)")
 set(LJPERF_TARANTOOL_EXTRA_ARGS "" CACHE STRING
     "Extra CMake arguments for both Tarantool builds (;-separated)")
 set(LJPERF_TARANTOOL_FLAGS "-fno-omit-frame-pointer -g" CACHE STRING
@@ -43,24 +50,58 @@ if(LJPERF_TARANTOOL_SOURCE)
 else()
   ljperf_debian_source(tarantool ljperf_tnt_src)
 endif()
-if(NOT EXISTS "${ljperf_tnt_src}/VERSION"
+if(NOT EXISTS "${ljperf_tnt_src}/CMakeLists.txt"
    OR NOT EXISTS "${ljperf_tnt_src}/third_party/luajit/src/vm_x64.dasc")
   message(FATAL_ERROR "'${ljperf_tnt_src}' is not a Tarantool source tree with a bundled "
-          "LuaJIT (no VERSION or third_party/luajit/src/vm_x64.dasc).")
+          "LuaJIT (no CMakeLists.txt or third_party/luajit/src/vm_x64.dasc; a git checkout "
+          "needs `git submodule update --init --recursive`).")
 endif()
-file(STRINGS "${ljperf_tnt_src}/VERSION" ljperf_tnt_version LIMIT_COUNT 1)
-if(NOT ljperf_tnt_version MATCHES "^2\\.6\\.0")
-  message(WARNING "Tarantool source ${ljperf_tnt_src} is version ${ljperf_tnt_version}, "
-          "ljperf is tested with 2.6.0 only.")
+# Version: the VERSION file of a release tarball, else `git describe --long`
+# of a checkout (what Tarantool's own CMakeLists.txt does).
+set(ljperf_tnt_version "")
+set(ljperf_tnt_version_file "")
+if(EXISTS "${ljperf_tnt_src}/VERSION")
+  file(STRINGS "${ljperf_tnt_src}/VERSION" ljperf_tnt_version LIMIT_COUNT 1)
+elseif(EXISTS "${ljperf_tnt_src}/.git")
+  find_package(Git QUIET)
+  if(GIT_FOUND)
+    execute_process(COMMAND "${GIT_EXECUTABLE}" describe --long HEAD
+                    WORKING_DIRECTORY "${ljperf_tnt_src}"
+                    OUTPUT_VARIABLE ljperf_tnt_version OUTPUT_STRIP_TRAILING_WHITESPACE
+                    ERROR_QUIET)
+  endif()
+  set(ljperf_tnt_version_file "${ljperf_tnt_version}")
+endif()
+if(NOT ljperf_tnt_version MATCHES "^[0-9]+\\.[0-9]+\\.[0-9]+-[0-9]+-g[0-9a-f]+")
+  message(FATAL_ERROR "Cannot tell the version of the Tarantool source ${ljperf_tnt_src} "
+          "('${ljperf_tnt_version}'): it needs a VERSION file holding `git describe --long` "
+          "output (e.g. 3.8.0-0-gdce7be8a79, as in a release tarball) or a git checkout "
+          "with tags.")
+endif()
+if(NOT ljperf_tnt_version MATCHES "^(2\\.([6-9]|[1-9][0-9])|3\\.[0-9]+)\\.")
+  message(WARNING "Tarantool source ${ljperf_tnt_src} is version ${ljperf_tnt_version}; "
+          "ljperf supports 2.6 through 3.x (tested: 2.6.0, 3.8.0). Trying anyway.")
 endif()
 message(STATUS "Tarantool source: ${ljperf_tnt_src} (${ljperf_tnt_version})")
 
 # --- GC64 is mandatory --------------------------------------------------------
-foreach(arg IN LISTS LJPERF_TARANTOOL_EXTRA_ARGS)
-  if(arg MATCHES "^-DLUAJIT_ENABLE_GC64(:BOOL)?=(.*)$" AND NOT CMAKE_MATCH_2)
-    message(FATAL_ERROR "LJPERF_TARANTOOL_EXTRA_ARGS turns GC64 off (${arg}); ljperf patches only "
-            "LuaJIT's x64 GC64 interpreter (vm_x64.dasc), Tarantool must be built with "
-            "-DLUAJIT_ENABLE_GC64=ON.")
+# Both builds get -DLUAJIT_ENABLE_GC64=ON last, but arguments that ask for
+# the other mode are refused rather than silently overridden.
+string(CONCAT ljperf_tnt_gc64_msg "ljperf patches only the x64 GC64 VM (LuaJIT's "
+       "vm_x64.dasc): Tarantool must be built with -DLUAJIT_ENABLE_GC64=ON")
+foreach(arg IN LISTS LJPERF_TARANTOOL_EXTRA_ARGS LJPERF_TARANTOOL_FLAGS)
+  set(gc64_off FALSE)
+  if(arg MATCHES "^-DLUAJIT_ENABLE_GC64(:[A-Za-z]+)?=(.*)$")
+    set(value "${CMAKE_MATCH_2}")
+    if(NOT value)
+      set(gc64_off TRUE)
+    endif()
+  elseif(arg MATCHES "LUAJIT_DISABLE_GC64")
+    set(gc64_off TRUE)
+  endif()
+  if(gc64_off)
+    message(FATAL_ERROR "LJPERF_TARANTOOL_EXTRA_ARGS/LJPERF_TARANTOOL_FLAGS turn GC64 off "
+            "(${arg}); ${ljperf_tnt_gc64_msg}.")
   endif()
 endforeach()
 
@@ -122,6 +163,16 @@ function(ljperf_tnt_prepare SRC KIND TREE BUILD)
     file(COPY "${SRC}/" DESTINATION "${TREE}" PATTERN ".git" EXCLUDE)
     file(WRITE "${stamp}" "${SRC}")
   endif()
+  if(ljperf_tnt_version_file)
+    # A git checkout: the copy has no .git, so it gets the version as a file.
+    set(v "")
+    if(EXISTS "${TREE}/VERSION")
+      file(READ "${TREE}/VERSION" v)
+    endif()
+    if(NOT v STREQUAL "${ljperf_tnt_version_file}\n")
+      file(WRITE "${TREE}/VERSION" "${ljperf_tnt_version_file}\n")
+    endif()
+  endif()
   if(NOT KIND STREQUAL "patched")
     return()
   endif()
@@ -159,18 +210,42 @@ function(ljperf_tnt_prepare SRC KIND TREE BUILD)
 endfunction()
 
 # --- Builds -------------------------------------------------------------------
+# libcurl: Tarantool 3.x (and 2.11.3+) calls curl_multi_get_handles, which
+# needs curl 8.4; Debian 12 has 7.88. Such a tree builds its bundled
+# third_party/curl (Tarantool's own default), without the bundled c-ares and
+# nghttp2 (threaded resolver, HTTP/1.1: the HTTP client is not what is
+# profiled, and this keeps two more third-party builds out). Older trees use
+# Debian's libcurl.
+set(ljperf_tnt_curl_args -DENABLE_BUNDLED_LIBCURL=OFF)
+if(EXISTS "${ljperf_tnt_src}/src/curl.c")
+  file(STRINGS "${ljperf_tnt_src}/src/curl.c" ljperf_tnt_new_curl REGEX "curl_multi_get_handles")
+  if(ljperf_tnt_new_curl)
+    if(NOT EXISTS "${ljperf_tnt_src}/third_party/curl/CMakeLists.txt")
+      message(FATAL_ERROR "Tarantool ${ljperf_tnt_version} needs libcurl >= 8.4 (Debian 12 has "
+              "7.88) and its bundled copy, third_party/curl, is missing: "
+              "`git submodule update --init third_party/curl` in ${ljperf_tnt_src}.")
+    endif()
+    set(ljperf_tnt_curl_args -DENABLE_BUNDLED_LIBCURL=ON
+        -DBUNDLED_LIBCURL_USE_ARES=OFF -DBUNDLED_LIBCURL_USE_NGHTTP2=OFF)
+  endif()
+endif()
+
 set(LJPERF_TARANTOOL_CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
     -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
     "-DCMAKE_C_FLAGS=${LJPERF_TARANTOOL_FLAGS}"
     "-DCMAKE_CXX_FLAGS=${LJPERF_TARANTOOL_FLAGS}"
+    # 3.x builds bundled libraries (libcurl...) with DEPENDENCY_C[XX]FLAGS,
+    # not CMAKE_C_FLAGS; its CMakeLists.txt appends to them.
+    "-DDEPENDENCY_CFLAGS=${LJPERF_TARANTOOL_FLAGS}"
+    "-DDEPENDENCY_CXXFLAGS=${LJPERF_TARANTOOL_FLAGS}"
     -DENABLE_BUNDLED_LUAJIT=ON
     -DLUAJIT_ENABLE_GC64=ON
     -DENABLE_BACKTRACE=OFF
     -DENABLE_FEEDBACK_DAEMON=OFF
     -DENABLE_DIST=OFF
     -DENABLE_WERROR=OFF
-    -DENABLE_BUNDLED_LIBCURL=OFF
+    ${ljperf_tnt_curl_args}
     -DENABLE_BUNDLED_ZSTD=OFF
     -DENABLE_BUNDLED_LIBYAML=ON
     -DWITH_SYSTEMD=OFF
@@ -185,7 +260,60 @@ execute_process(COMMAND "${BIN}" -e "io.write(require('ffi').abi('gc64') and 'GC
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT out STREQUAL "GC64")
   message(FATAL_ERROR "${BIN} does not run LuaJIT in GC64 mode (got '${out}${err}', rc ${rc}): "
-          "ljperf patches only vm_x64.dasc, build Tarantool with -DLUAJIT_ENABLE_GC64=ON.")
+          "ljperf patches only the x64 GC64 VM (LuaJIT's vm_x64.dasc), build Tarantool with "
+          "-DLUAJIT_ENABLE_GC64=ON.")
+endif()
+]=])
+
+# Run after every build of the patched binary: every compile unit gcc made
+# (Tarantool's C/C++, LuaJIT's C, the bundled libraries it links) must have
+# been compiled with frame pointers: the last -f[no-]omit-frame-pointer in
+# the switches gcc records (DW_AT_producer) is -fno-omit-frame-pointer, or
+# none at -O0. Assembler units (LuaJIT's lj_vm.S) are the patch's business.
+set(ljperf_tnt_fpcheck "${LJPERF_TNT_DIR}/check-frame-pointers.cmake")
+file(WRITE "${ljperf_tnt_fpcheck}" [=[
+find_program(READELF NAMES readelf)
+if(NOT READELF)
+  message(FATAL_ERROR "readelf (binutils) not found: cannot check ${BIN} for frame pointers")
+endif()
+execute_process(COMMAND "${READELF}" --debug-dump=info --dwarf-depth=1 "${BIN}"
+                OUTPUT_VARIABLE out ERROR_QUIET RESULT_VARIABLE rc)
+string(REPLACE ";" "," out "${out}")
+string(REPLACE "Compilation Unit @" ";" units "${out}")
+set(n 0)
+set(bad "")
+foreach(u IN LISTS units)
+  if(NOT u MATCHES "DW_AT_producer[^\n]*: (GNU [^\n]*)")
+    continue()
+  endif()
+  set(producer "${CMAKE_MATCH_1}")
+  if(NOT producer MATCHES "^GNU (C|C\\+\\+)[0-9]* ")
+    continue()
+  endif()
+  math(EXPR n "${n} + 1")
+  set(name "?")
+  if(u MATCHES "DW_AT_name[^\n]*: ([^\n]*)")
+    set(name "${CMAKE_MATCH_1}")
+  endif()
+  set(last "")
+  if(producer MATCHES ".*(-fomit-frame-pointer|-fno-omit-frame-pointer)")
+    set(last "${CMAKE_MATCH_1}")
+  endif()
+  if(last STREQUAL "-fomit-frame-pointer" OR
+     (last STREQUAL "" AND NOT producer MATCHES " -O0( |$)" AND producer MATCHES " -O"))
+    list(APPEND bad "${name}")
+  endif()
+endforeach()
+if(n EQUAL 0)
+  message(FATAL_ERROR "${BIN}: no compile unit with gcc's switches in its debug info "
+          "(readelf rc ${rc}); it must be built with -g (LJPERF_TARANTOOL_FLAGS).")
+endif()
+if(bad)
+  list(LENGTH bad nbad)
+  list(SUBLIST bad 0 10 some)
+  string(REPLACE ";" "\n  " some "${some}")
+  message(FATAL_ERROR "${BIN}: ${nbad} of ${n} compile units were built without frame "
+          "pointers (LJPERF_TARANTOOL_FLAGS must keep -fno-omit-frame-pointer), e.g.:\n  ${some}")
 endif()
 ]=])
 
@@ -226,6 +354,10 @@ foreach(kind base patched)
   set(build "${LJPERF_TNT_DIR}/build-${kind}")
   ljperf_tnt_prepare("${ljperf_tnt_src}" ${kind} "${tree}" "${build}")
   set(bin "${CMAKE_BINARY_DIR}/bin/${name}")
+  set(fpcheck "")
+  if(kind STREQUAL "patched")
+    set(fpcheck COMMAND ${CMAKE_COMMAND} -DBIN=${bin} -P "${ljperf_tnt_fpcheck}")
+  endif()
   ExternalProject_Add(${name}
     PREFIX "${LJPERF_TNT_DIR}/ep-${kind}"
     SOURCE_DIR "${tree}"
@@ -237,6 +369,7 @@ foreach(kind base patched)
     INSTALL_COMMAND ${CMAKE_COMMAND} -E make_directory "${CMAKE_BINARY_DIR}/bin"
             COMMAND ${CMAKE_COMMAND} -E copy_if_different "${build}/src/tarantool" "${bin}"
             COMMAND ${CMAKE_COMMAND} -DBIN=${bin} -P "${ljperf_tnt_check}"
+            ${fpcheck}
     LOG_CONFIGURE ON
     LOG_OUTPUT_ON_FAILURE ON
     USES_TERMINAL_BUILD OFF)

@@ -131,7 +131,12 @@ show the whole nesting.
    Expected, in W's stacks:
      W;B;lbox_replace;box_replace;...;lua_pcall;T
      W;B;lbox_index_update;box_update;...;lua_pcall;T
-   with box_process_rw, txn_commit_stmt, trigger_run, lbox_trigger_run,
+   Tarantool >= 3.0 runs space triggers from its trigger registry instead:
+   txn_commit_stmt -> space_on_replace (src/box/space.c) ->
+   func_adapter_lua_call (src/box/lua/func_adapter.c) -> luaT_call ->
+   lua_pcall -> T; the version is read from `BINARY --version`.
+   With box_process_rw, txn_commit_stmt, trigger_run, lbox_trigger_run (3.x:
+   space_on_replace, func_adapter_lua_call),
    luaT_call, lua_pcall in that order between box_replace/box_update and T,
    no Lua frame between B and T, lua_pcall right before T, and the Lua
    frames below B's C callee = W;B (trace rule).
@@ -665,6 +670,29 @@ def check_codec(stacks, names, exp, jit):
     return r
 
 
+# Tarantool 3.0 moved space triggers to the trigger registry (commit
+# fa0a31b50d, 3.0.0-beta1): on_replace is run by space_on_replace through a
+# func_adapter, no longer by trigger_run/lbox_trigger_run.
+TRIGGER_C_3 = ['box_process_rw', 'txn_commit_stmt', 'space_on_replace', 'func_adapter_lua_call',
+               'luaT_call', 'lua_pcall']
+
+
+def tarantool_version(binary):
+    """(major, minor) from `BINARY --version` ("Tarantool 3.8.0-0-g..."), or None."""
+    try:
+        out = subprocess.run([binary, '--version'], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r'Tarantool (\d+)\.(\d+)\.', out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def adapt_expectations(version):
+    if version is not None and version >= (3, 0):
+        EXPECT['trigger']['c'] = list(TRIGGER_C_3)
+
+
 CHECKS = (('fiber_root', check_fiber_root), ('box_api', check_box_api),
           ('trigger', check_trigger), ('hot', check_hot), ('codec', check_codec))
 
@@ -850,6 +878,9 @@ def main():
     except (OSError, RuntimeError) as e:
         print('FAIL: %s' % e)
         return 1
+    version = tarantool_version(os.path.abspath(args.tarantool))
+    print('Tarantool version: %s' % ('.'.join(map(str, version)) if version else 'unknown'))
+    adapt_expectations(version)
     todo = []
     if args.tarantool_base:
         todo.append(('tarantool-base', os.path.abspath(args.tarantool_base), 'on', False))

@@ -20,7 +20,7 @@ perf script fields (-F) and what each enables
                   seconds, the jitdump timestamps are the same clock in ns.
   period          weights: each stack counts its period (e.g. ns for
                   cpu-clock); without it every sample counts 1.
-  event           samples of the first event seen are kept (see --event).
+  event           samples of the event with the most samples are kept (see --event).
   ip,sym,symoff,dso
                   the callchain (needs `perf record -g`). symoff is used to
                   place Lua frames inside their function for --lines.
@@ -99,12 +99,10 @@ PROG = "lj_merge"
 
 # What a missing -F field costs, said once (only when it costs something).
 _LACKS = (
-    ("comm", "no comm: every root frame is [unknown]"),
-    ("period", "no period: every sample counts 1"),
-    ("sym", "no sym: C frames are [DSO] or [unknown], Lua frames are named "
-            "from the jitdump only"),
-    ("dso", "no dso: Lua frames printed [unknown] are not named from the jitdump "
-            "and perf inject's are read as C"),
+    ("comm", "without comm: every root frame is [unknown]"),
+    ("period", "without period: every sample counts 1"),
+    ("sym", "without sym: C frames are [DSO] or [unknown]"),
+    ("dso", "without dso: frames perf inject named are taken for C frames"),
 )
 
 
@@ -113,14 +111,15 @@ def lacks(fields, merger, res, opts):
     first sample shows)."""
     out = [msg for f, msg in _LACKS if f not in fields]
     if "pid" not in fields and "tid" not in fields:
-        out.append("no pid/tid: one process assumed (%s), root frames named from the comm"
-                   % ("jit-%d.dump" % merger.sole_pid if merger.sole_pid else
-                      "no single jit-PID.dump found"
-                      if merger.sole_pid is not False else "its dump unused"))
+        sole = merger.sole_pid
+        out.append("without pid and tid: one process assumed%s" % (
+            " (jit-%d.dump)" % sole if sole else
+            ", but no single jit-PID.dump found" if sole is None else ""))
     if "time" not in fields and res.dumps:
-        out.append("no time: where code addresses were reused the newest load names them")
+        out.append("without time: where code addresses were reused the newest load "
+                   "names them")
     if opts.lines and "uregs" not in fields and not merger.bx_seen:
-        out.append("no uregs: the running Lua function's line is its call's or `?`")
+        out.append("without uregs: the running Lua function's line is its call's or `?`")
     return out
 
 
@@ -202,8 +201,8 @@ def make_parser():
                         "line per frame name: root (comm), lua, trace, builtin, vm, "
                         "c or kernel (used by ljperf to colour flame graphs)")
     p.add_argument("--event", metavar="NAME",
-                   help="keep samples of this event (default: the first event seen; "
-                        "'all' keeps every sample)")
+                   help="keep samples of this event (default: the event with the most "
+                        "samples; 'all' keeps every sample)")
     return p
 
 
@@ -262,7 +261,7 @@ def summary(merger, st, res, opts, warn):
     else:
         notes = lacks(st.fields or set(), merger, res, opts)
         if notes:
-            say("%s: note: the input %s\n" % (PROG, "; ".join(notes)))
+            say("%s: note: input %s\n" % (PROG, "; ".join(notes)))
 
 
 def main(argv=None):
@@ -295,7 +294,7 @@ def main(argv=None):
     finally:
         if inp is not sys.stdin.buffer:
             inp.close()
-    err = write_outputs(merger, opts, merger.ev_filter)
+    err = write_outputs(merger, opts, merger.settle())
     if err:
         sys.stderr.write("%s: %s\n" % (PROG, err))
         return 1

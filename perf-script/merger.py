@@ -14,7 +14,7 @@ Invariants:
 
 import os
 
-from perfscript import Sample, parse_reg, time_end_ns
+from perfscript import Sample, is_srcline, parse_reg, time_end_ns
 from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
                       make_frame, name_frame)
 
@@ -177,9 +177,12 @@ class Merger:
         self.res = resolver
         self.folder = Folder(opts, resolver)
         self.want_bx = opts.lines
+        # --event NAME filters while reading, "all" not at all; by default
+        # settle() keeps the event with the most samples (a damaged first
+        # sample must not decide).
         self.ev_filter = opts.event if opts.event != "all" else None
-        self.ev_all = opts.event == "all"
-        self.counts = {}           # (comm, pid, tid, frames, leafline) -> [samples, weight]
+        self.ev_fixed = opts.event is not None
+        self.counts = {}           # (comm, pid, tid, frames, leafline, event) -> [samples, weight]
         self.lcache = {}           # callchain line -> Fr, None (ignored) or False (malformed)
         self.ccache = {}           # callchain text -> (frames, dyn, malformed, memo)
         self.csize = 0
@@ -223,7 +226,7 @@ class Merger:
         for ln in chain.split("\n"):
             c = ln[:1]
             if c != "\t":
-                if c and not (prev and ln[:2] == "  "):
+                if c and not (prev and is_srcline(ln)):
                     nb += 1               # not the srcline of a frame line
                 prev = ""
                 continue
@@ -259,7 +262,8 @@ class Merger:
         call per batch: the per-sample work below is the hot loop)."""
         counts = self.counts
         ccache = self.ccache
-        ev_all = self.ev_all
+        ev_fixed = self.ev_filter if self.ev_fixed else None
+        ev_key = not self.ev_fixed     # settle() picks the event at the end
         want_bx = self.want_bx
         res = self.res
         for s in batch:
@@ -267,10 +271,8 @@ class Merger:
                 self.event(s)
                 continue
             comm, pid, tid, time, period, event, chain, regs, inline = s
-            if event is not None and not ev_all and event != self.ev_filter:
-                if self.ev_filter is None:
-                    self.ev_filter = event
-                elif event.split(":", 1)[0] != self.ev_filter:
+            if event is not None and ev_fixed is not None and event != ev_fixed:
+                if event.split(":", 1)[0] != ev_fixed:
                     self.other_events += 1
                     continue
             try:
@@ -298,7 +300,7 @@ class Merger:
             except Exception:          # noqa: BLE001 -- one sample, not the run
                 self.dropped += 1
                 continue
-            key = (comm, pid, tid, fl, leaf)
+            key = (comm, pid, tid, fl, leaf, event if ev_key else None)
             c = counts.get(key)
             if c is None:
                 counts[key] = [1, 1 if period is None else period]
@@ -357,15 +359,41 @@ class Merger:
 
     # -- the result ---------------------------------------------------------
 
+    def settle(self):
+        """Picks the event to keep (without --event: the one with the most
+        samples, the first seen on a tie) and counts the others' samples in
+        other_events. Returns the event kept, or None."""
+        if self.ev_fixed:
+            return self.ev_filter
+        tally = {}
+        for key, (n, _) in self.counts.items():
+            tally[key[5]] = tally.get(key[5], 0) + n
+        named = [e for e in tally if e is not None]
+        if named:
+            keep = max(named, key=lambda e: tally[e])   # max() keeps the first
+            self.ev_filter = keep
+            self.other_events = sum(n for e, n in tally.items()
+                                    if e is not None and e != keep)
+        return self.ev_filter
+
     def stacks(self, root_mode):
         """Yields (frames, samples, weight, comm, pid, tid) per distinct
-        stack: FRAMES root first as (name, kind, line), KIND one of
-        ljframes.KIND_NAMES, "root" for the root frame, None for
-        [no call chain]; WEIGHT the sum of periods (1 per sample without)."""
+        stack of the event kept (settle() first): FRAMES root first as
+        (name, kind, line), KIND one of ljframes.KIND_NAMES, "root" for the
+        root frame, None for [no call chain]; WEIGHT the sum of periods (1
+        per sample without)."""
         fold = self.folder.fold
         folded = {}                # (frames, leafline) -> printed frames
         roots = {}
-        for (comm, pid, tid, fl, leaf), (n, w) in self.counts.items():
+        keep = None if self.ev_fixed else self.ev_filter
+        merged = {}                # the same stack of other events' keys
+        for (comm, pid, tid, fl, leaf, ev), (n, w) in self.counts.items():
+            if keep is not None and ev is not None and ev != keep:
+                continue
+            k = (comm, pid, tid, fl, leaf)
+            c = merged.get(k)
+            merged[k] = (n, w) if c is None else (c[0] + n, c[1] + w)
+        for (comm, pid, tid, fl, leaf), (n, w) in merged.items():
             fk = (fl, leaf)
             names = folded.get(fk)
             if names is None:

@@ -358,6 +358,13 @@ def parse_reg(line, reg):
         return None
 
 
+def is_srcline(line):
+    """'  file.c:10' (-F srcline), or '  [kernel.kallsyms][ffff...]': one
+    word after two spaces (a header starting with spaces has several)."""
+    s = line.strip()
+    return line[:2] == "  " and bool(s) and " " not in s and not is_reg_line(line)
+
+
 def is_reg_line(line):
     """' ABI:2    BX:0x...' (uregs) or iregs likewise."""
     s = line.lstrip()
@@ -465,7 +472,7 @@ class Reader:
                             t = t[:-1]
                         if evi:
                             e = toks[evi]
-                            if e[-1] != ":":
+                            if e[-1] != ":" or (not ti and is_time(e)):
                                 nt = 0
                             e = e[:-1]
                         if pe:
@@ -481,6 +488,8 @@ class Reader:
                                 nt = 0
                             elif len(pidtids) < 100000:
                                 pidtids[toks[pi]] = pt
+                        if nt > need and any(is_time(x) for x in toks[1:nt - need + 1]):
+                            nt = 0                # not comm with spaces: another layout
                         if nt:
                             n += 1
                             put(new(Sample, (toks[0] if nt == need else
@@ -508,10 +517,8 @@ class Reader:
         head, body, regs = None, [], None
         for ln in lines:
             c = ln[:1]
-            if head is not None and (c == "\t" or (c == " " and body and
-                                                   body[-1][:1] in ("\t", " ")
-                                                   and ln[:2] == "  "
-                                                   and not is_reg_line(ln))):
+            if head is not None and (c == "\t" or (body and body[-1][:1] in ("\t", " ")
+                                                   and is_srcline(ln))):
                 if regs is None:
                     body.append(ln)       # callchain or srcline
                     continue

@@ -400,7 +400,7 @@ class Merger:
                 # A sample header without any frame: perf script drops a whole
                 # chain that holds a value in -4095..-1 (frameless code).
                 names = folded[fk] = fold(fl, leaf) if fl else [(NO_CHAIN, None, None)]
-            if pid is None and tid is not None:
+            if pid is None:            # the tid's process, or the one assumed
                 pid = self._pid(tid)
             rk = (comm, pid, tid)
             root = roots.get(rk)

@@ -321,27 +321,33 @@ def split_frame(text):
     return addr, sym, off, dso
 
 
-Frame = collections.namedtuple("Frame", "addr sym off dso srcline")
+def chain(sample):
+    """The sample's callchain, leaf first: ([(addr, sym, off, dso)],
+    [srcline or None per frame]). Unparsable lines are left out (the
+    Merger counts them); a sample without -g gives its inline ip."""
+    frames, srclines = [], []
+    for ln in (sample.chain.split("\n") if sample.chain else
+               ["\t" + sample.inline] if sample.inline else ()):
+        if ln[:1] == "\t":
+            fr = split_frame(ln.strip())
+            if fr is not None:
+                frames.append(fr)
+                srclines.append(None)
+        elif frames and is_srcline(ln):
+            srclines[-1] = ln.strip()
+    return frames, srclines
 
 
-def frames(sample):
-    """The sample's callchain as Frame tuples, leaf first (srcline: the
-    line perf printed after the frame, or None). Unparsable lines are left
-    out (the Merger counts them)."""
-    out = []
-    if sample.chain:
-        for ln in sample.chain.split("\n"):
-            if ln[:1] == "\t":
-                fr = split_frame(ln.strip())
-                if fr is not None:
-                    out.append(Frame(fr[0], fr[1], fr[2], fr[3], None))
-            elif out and ln.strip():
-                out[-1] = out[-1]._replace(srcline=ln.strip())
-    elif sample.inline:
-        fr = split_frame(sample.inline)
-        if fr is not None:
-            out.append(Frame(fr[0], fr[1], fr[2], fr[3], None))
-    return out
+class Decoded:
+    """A Sample with its callchain split (chain()): what tools and tests
+    read. FRAMES: (addr, sym, off, dso) leaf first; SRCLINES in step."""
+    __slots__ = ("comm", "pid", "tid", "time", "period", "event", "regs",
+                 "frames", "srclines")
+
+    def __init__(self, s):
+        self.comm, self.pid, self.tid, self.time = s.comm, s.pid, s.tid, s.time
+        self.period, self.event, self.regs = s.period, s.event, s.regs
+        self.frames, self.srclines = chain(s)
 
 
 def parse_reg(line, reg):
@@ -597,10 +603,18 @@ def _fields_of(s):
 
 
 def iter_samples(lines):
-    """Samples of perf script text given as an iterable of str lines (the
-    tests' way in; events are left out)."""
-    r = Reader(_LinesFile(lines))
-    return (x for x in r if type(x) is Sample)
+    """Decoded samples of perf script text given as an iterable of str
+    lines (events are left out): the tests' and tools' way in."""
+    for x in Reader(_LinesFile(lines)):
+        if type(x) is Sample:
+            yield Decoded(x)
+
+
+def read_samples(f):
+    """Decoded samples of perf script text read from the binary file F."""
+    for x in Reader(f):
+        if type(x) is Sample:
+            yield Decoded(x)
 
 
 class _LinesFile:

@@ -3,21 +3,22 @@
 
 usage: fields.py [SECONDS]      (ctest lj_merge.fields; needs perf and a build)
 
-Records progs/nest.lua once (build/bin/luajit -joff, LUAJIT_PERF=1, under
-`perf record -k mono -g --call-graph fp --user-regs=bx`): outer calls
-middle calls inner, and inner runs nearly all the time. Then, for each
+Records capture/real/interp.lua once (build/bin/luajit -joff, LUAJIT_PERF=1,
+under `perf record -k mono -g --call-graph fp --user-regs=bx`): its main
+chunk calls mid, which calls leaf (most of the time), and bytes, which calls
+string.byte. Then, for each
 perf script field set below (the full one, each field left out, srcline,
 task events, and the bare ones the issue tracker saw fail), runs lj_merge
 --pid --jitdump DIR and checks, by hand-reasoned rules:
 
   1. exit 0, no "skipped", no internal error;
-  2. rooted: every stack starts at `luajit-PID` (PID printed by the
-     program) -- `[unknown]-PID` without comm. Without pid and tid the
-     jitdump directory holds one dump: that process is assumed. A few
-     samples before the exec may be perf's own (perf-exec);
-  3. nested: of the weight of stacks that show any of the three Lua
-     functions, >= 95% shows outer;middle;inner in this order, and with
-     sym, main (the host) below outer;
+  2. rooted: every stack starts at `luajit-PID` (PID: of the one
+     jit-PID.dump written) -- `[unknown]-PID` without comm. Without pid and
+     tid the jitdump directory holds one dump: that process is assumed. A
+     few samples before the exec may be perf's own (perf-exec);
+  3. nested: of the weight of stacks that show a Lua function of the
+     program, >= 95% shows chunk, chunk;mid, chunk;mid;leaf or chunk;bytes
+     (with sym: main, the host, below the chunk), and >= 40% is in leaf;
   4. weights: with period, the total is the sum of the periods perf
      prints (-F period); without, the number of samples (-F time lines).
 
@@ -34,7 +35,7 @@ import ljptest as T  # noqa: E402
 
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 LJ_MERGE = os.environ.get("LJ_MERGE") or os.path.join(T.ROOT, "perf-script", "lj_merge.py")
-PROG = os.path.join(HERE, "progs", "nest.lua")
+PROG = os.path.join(HERE, "capture", "real", "interp.lua")
 
 FULL = ["comm", "pid", "tid", "time", "period", "event", "ip", "sym", "symoff", "dso",
         "uregs"]
@@ -53,8 +54,10 @@ SETS += [("no sym", [x for x in FULL if x not in ("sym", "symoff")], []),
          ("ip,sym,dso", ["ip", "sym", "dso"], ["--show-task-events"]),
          ("ip,sym", ["ip", "sym"], [])]
 
-LABEL = {name: re.compile(r"^%s@.*nest\.lua:%d$" % (name, line))
-         for name, line in (("inner", 2), ("middle", 8), ("outer", 14))}
+LABEL = {name: re.compile(r"^%s(?:.*/)?interp\.lua:%d$" % (prefix, line))
+         for name, prefix, line in (("chunk", "", 0), ("mid", "mid@", 8),
+                                    ("leaf", "leaf@", 3), ("bytes", "bytes@", 13))}
+NESTS = (["chunk"], ["chunk", "mid"], ["chunk", "mid", "leaf"], ["chunk", "bytes"])
 
 
 def merge(path, jitdump):
@@ -84,7 +87,7 @@ def check(label, fields, folded, err, rc, pid, want_total):
     if bad_root:
         problems.append("%d of %d not rooted at %s: %s" % (
             bad_root, total, root, sorted(set(s.split(";", 1)[0] for s in folded))[:5]))
-    lua = nested = 0
+    lua = nested = in_leaf = 0
     example = None
     for s, w in folded.items():
         fr = s.split(";")
@@ -93,15 +96,18 @@ def check(label, fields, folded, err, rc, pid, want_total):
         if not got:
             continue
         lua += w
-        ok = got == ["outer", "middle", "inner"]
+        ok = got in NESTS
         if ok and "sym" in fields:
-            ok = "main" in fr[:seq.index("outer")]
+            ok = "main" in fr[:seq.index("chunk")]
         if ok:
             nested += w
+            in_leaf += w if got[-1] == "leaf" else 0
         elif example is None:
             example = s[-300:]
     if lua == 0 or nested < 0.95 * lua:
         problems.append("nested %d of %d Lua weight (e.g. %s)" % (nested, lua, example))
+    if in_leaf < 0.4 * lua:
+        problems.append("only %d of %d Lua weight in leaf" % (in_leaf, lua))
     print("%s %-22s %4d stacks, weight %d, nested %.1f%%%s" % (
         "FAIL" if problems else "ok  ", label, len(folded), total,
         100.0 * nested / lua if lua else 0, "".join("\n     " + p for p in problems)))
@@ -122,12 +128,12 @@ def test():
     secs = sys.argv[1] if len(sys.argv) > 1 else "1.5"
     ok = True
     with T.PerfSession() as sess:
-        data, out = sess.record([T.binpath("luajit"), "-joff", PROG, secs],
-                                env={"LUAJIT_PERF": "1"}, regs="bx", freq=1000)
-        m = re.search(r"^pid (\d+)$", out, re.M)
-        if not m:
-            T.fail("nest.lua printed no pid: %r" % out)
-        pid = int(m.group(1))
+        data, _ = sess.record([T.binpath("luajit"), "-joff", PROG, secs],
+                              env={"LUAJIT_PERF": "1"}, regs="bx", freq=1000)
+        dumps = [n for n in os.listdir(sess.dir) if re.match(r"^jit-\d+\.dump$", n)]
+        if len(dumps) != 1:
+            T.fail("want one jit-PID.dump, found %s (is LUAJIT_PERF on?)" % dumps)
+        pid = int(dumps[0][4:-5])
         sess.pids.add(pid)
         totals = {}
         for label, fields, extra in SETS:

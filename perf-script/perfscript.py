@@ -2,12 +2,13 @@
 tests all read perf script output through it.
 
 What perf prints (measured with perf 6.1 for every -F combination; the
-notes are in docs/ljperf.md and the tests in tests/lj_merge/fields.py):
+test lj_merge.fields, tests/lj_merge/fields.py, runs them on a real
+recording):
 
   sample header   `comm pid/tid [cpu] time: period event: [ip sym (dso)]`
                   every field optional and chosen with -F; comm is printed
                   "%s " (it may contain spaces), pid/tid "%7d/%-7d", a lone
-                  pid or tid "%d" at column 0, time "%5lu.%06lu:" (nine
+                  pid or tid "%5d" at column 0, time "%5lu.%06lu:" (nine
                   decimals with --ns), period "%10lu" (so a header that
                   starts with period or time starts with spaces). Without
                   any of these fields the header is an empty line.

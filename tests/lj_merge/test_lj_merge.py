@@ -668,6 +668,32 @@ class Robustness(TmpDir):
         want = "x;" + ";".join("f%d" % (i % 7) for i in reversed(range(20000)))
         self.assertEqual(out, {want: 3, "x;" + HOST_STACK: 4})
 
+    def test_inconsistent_sample_is_dropped(self):
+        # A sample that trips an internal error (here: the BX line lookup,
+        # made to fail for one register value) is dropped and counted; the
+        # others are folded.
+        import io
+        import lj_merge
+        import merger
+        txt = (sample("x", 1, 1, 1, [(0x12d4, "lj_BC_FORL", 0, EXE)] + HOST, 10, bx=0xbad) +
+               sample("x", 1, 1, 2, HOST, 20))
+        real = merger.Folder.leaf_line
+
+        def leaf_line(self, frames, bx):
+            if bx == 0xbad:
+                raise KeyError(bx)
+            return real(self, frames, bx)
+        merger.Folder.leaf_line = leaf_line
+        try:
+            opts = lj_merge.make_parser().parse_args(["--lines", "--jitdump", self.tmp])
+            m, st, _ = lj_merge.merge(io.BytesIO(txt.encode()), opts, print)
+        finally:
+            merger.Folder.leaf_line = real
+        self.assertEqual((m.dropped, st.samples), (1, 2))
+        m.settle()
+        self.assertEqual([(";".join(f[0] for f in fr), w) for fr, _, w, *_ in m.stacks(0)],
+                         [("x;" + HOST_STACK, 20)])
+
     def test_empty_input(self):
         for data in (b"", b"\n\n\n"):
             code, out, err = run([], stdin=data)

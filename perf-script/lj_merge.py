@@ -115,7 +115,7 @@ def lacks(fields, merger, res, opts):
         out.append("without pid and tid: one process assumed%s" % (
             " (jit-%d.dump)" % sole if sole else
             ", but no single jit-PID.dump found" if sole is None else ""))
-    if "time" not in fields and res.dumps:
+    if "time" not in fields and any(d is not None for d in res.dumps.values()):
         out.append("without time: where code addresses were reused the newest load "
                    "names them")
     if opts.lines and "uregs" not in fields and not merger.bx_seen:

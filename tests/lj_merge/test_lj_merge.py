@@ -141,6 +141,13 @@ class TmpDir(unittest.TestCase):
 
 
 # ================================================================= parsing
+def read(lines):
+    """The Samples perfscript.Reader finds in LINES."""
+    import io
+    data = ("\n".join(lines) + "\n").encode()
+    return [x for x in perfscript.Reader(io.BytesIO(data)) if type(x) is perfscript.Sample]
+
+
 class Parsing(unittest.TestCase):
     def test_default_header(self):
         h = perfscript.parse_header("cstack  6251   832.171767:    5025125 cpu-clock:pppH: ")
@@ -157,9 +164,9 @@ class Parsing(unittest.TestCase):
         self.assertEqual((h.comm, h.pid, h.tid, h.period, h.event),
                          ("Web Content 2", 1234, 1240, 1, "cycles:u"))
         # the next header of the same layout, read by position
-        two = list(perfscript.iter_samples([
+        two = read([
             "Web Content 2 1234/1240 [003] 10.000001: 1 cycles:u: ", "\t10 f (/x)", "",
-            "Web Content 3 1234/1241 [001] 10.000002: 7 cycles:u: ", "\t10 f (/x)", ""]))
+            "Web Content 3 1234/1241 [001] 10.000002: 7 cycles:u: ", "\t10 f (/x)", ""])
         self.assertEqual(two[1][:6], ("Web Content 3", 1234, 1241, "10.000002", 7, "cycles:u"))
 
     def test_no_time_no_period(self):
@@ -180,10 +187,10 @@ class Parsing(unittest.TestCase):
             self.assertTrue(h is None or (h.pid is None and h.tid is None), s)
 
     def test_layout_rejects_other_shapes(self):
-        got = list(perfscript.iter_samples([
+        got = read([
             "a 1/2 3.000004: 5 cpu-clock: ", "\t10 f (/x)", "",
             "a 1/2 3.000005: 5 cpu-clock: 12 f (/x)", "",
-            "a x/2 3.1: 5 e:", "\t10 f (/x)", ""]))
+            "a x/2 3.1: 5 e:", "\t10 f (/x)", ""])
         self.assertEqual(len(got), 3)
         self.assertEqual((got[1].comm, got[1].inline), ("a", "12 f (/x)"))
         self.assertEqual((got[2].comm, got[2].pid, got[2].tid), ("a x/2", None, None))

@@ -14,7 +14,7 @@ Invariants:
 
 import os
 
-from perfscript import Sample, is_srcline, parse_reg, time_end_ns
+from perfscript import Event, is_srcline, parse_reg, time_end_ns
 from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
                       make_frame, name_frame)
 
@@ -267,7 +267,7 @@ class Merger:
         want_bx = self.want_bx
         res = self.res
         for s in batch:
-            if type(s) is not Sample:
+            if type(s) is Event:
                 self.event(s)
                 continue
             comm, pid, tid, time, period, event, chain, regs, inline = s

@@ -426,16 +426,18 @@ class Reader:
 
     def __iter__(self):
         for batch in self.batches():
-            yield from batch
+            for x in batch:
+                yield x if type(x) is not tuple else _new(Sample, x)
 
     def batches(self):
-        """Yields lists of Samples and Events, one list per block read (the
-        fast way in for lj_merge: no generator step per sample)."""
+        """Yields lists of Events and samples, one list per block read: the
+        fast way in for lj_merge (no generator step and no object per
+        sample). A sample is a Sample or a plain tuple of Sample's fields."""
         st = self.stats
         carry = ""
         group = self._group
-        new = _new
         pidtids = {}                      # "pid/tid" token -> (pid, tid)
+        comm = event = None               # of the last sample
         lay = None
         n = 0                             # samples of the usual kind
         for text in read_texts(self.f, st):
@@ -499,9 +501,16 @@ class Reader:
                             nt = 0                # not comm with spaces: another layout
                         if nt:
                             n += 1
-                            put(new(Sample, (toks[0] if nt == need else
-                                             " ".join(toks[:nt - need + 1]),
-                                             pt[0], pt[1], t, period, e, body, regs, None)))
+                            c = toks[0] if nt == need else " ".join(toks[:nt - need + 1])
+                            if c == comm:
+                                c = comm          # one str object: its hash is kept
+                            else:
+                                comm = c
+                            if e == event:
+                                e = event
+                            else:
+                                event = e
+                            put((c, pt[0], pt[1], t, period, e, body, regs, None))
                             continue
                 if body[:1] == " " or "\n " in body:
                     out.extend(self._regroup(ch.split("\n")))

@@ -278,49 +278,48 @@ class Resolver:
                 seen.append(d)
         return seen
 
+    @staticmethod
+    def _cached(cache, pid, read):
+        """CACHE[PID], read(PID) the first time; None for no pid."""
+        v = cache.get(pid, False)
+        if v is False:
+            v = cache[pid] = read(pid) if pid is not None else None
+        return v
+
     def dump(self, pid):
-        if pid is None:
-            return None
-        try:
-            return self.dumps[pid]
-        except KeyError:
-            pass
-        d = None
+        """PID's Dump, or None (no pid, no jit-PID.dump found)."""
+        return self._cached(self.dumps, pid, self._read_dump)
+
+    def _read_dump(self, pid):
         path = self.files.get(pid)
         if path is None:
-            for dd in self._search():
-                p = dump_path(dd, pid)
-                if os.path.isfile(p):
-                    path = p
-                    break
-        if path is not None:
-            d = load_dump(path)
-            for w in d.warnings:
-                self.warn("jitdump " + w)
-            for t in d.tids:
-                self.tid2pid.setdefault(t, pid)
-        self.dumps[pid] = d
+            path = next((p for p in (dump_path(dd, pid) for dd in self._search())
+                         if os.path.isfile(p)), None)
+        if path is None:
+            return None
+        d = load_dump(path)
+        for w in d.warnings:
+            self.warn("jitdump " + w)
+        for t in d.tids:
+            self.tid2pid.setdefault(t, pid)
         return d
 
     def perfmap(self, pid):
-        if pid is None:
+        """PID's PerfMap, or None (no pid, no perf-PID.map found)."""
+        return self._cached(self.maps, pid, self._read_map)
+
+    def _read_map(self, pid):
+        path = next((p for p in (map_path(dd, pid) for dd in self._search())
+                     if os.path.isfile(p)), None)
+        if path is None:
             return None
         try:
-            return self.maps[pid]
-        except KeyError:
-            pass
-        m = None
-        for dd in self._search():
-            p = map_path(dd, pid)
-            if os.path.isfile(p):
-                try:
-                    m = PerfMap(p)
-                    if m.bad:
-                        self.warn("%s: skipped %d malformed lines" % (p, m.bad))
-                except OSError as e:
-                    self.warn("cannot read %s: %s" % (p, e.strerror))
-                break
-        self.maps[pid] = m
+            m = PerfMap(path)
+        except OSError as e:
+            self.warn("cannot read %s: %s" % (path, e.strerror))
+            return None
+        if m.bad:
+            self.warn("%s: skipped %d malformed lines" % (path, m.bad))
         return m
 
     def sole_pid(self):

@@ -4,6 +4,7 @@ folds with it and ljperf colours flame graphs with it (KIND_NAMES,
 VM_PREFIXES); nothing else decides what a frame is."""
 
 import os
+import re
 
 from perfscript import split_frame
 
@@ -232,3 +233,52 @@ def clean_name(s):
     if ";" in s:
         s = s.replace(";", ":")
     return s
+
+
+# Kinds of printed (folded) frames: ljperf's colour classes, in the order its
+# legend lists them (KIND_NAMES, the root frame, and nothing-named frames).
+KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown")
+
+_RUNTIME_PREFIXES = ("lj_", "lua_", "luaL_", "luaJIT_", "luaopen_")
+_LUA_LABEL = re.compile(r"^(?:[^@;]*@)?[^@;]+:\d+(?::\d+)?$")
+_BUILTIN = re.compile(r"^(?:%s|file)[.:][A-Za-z_]\w*(?:\.\w+)*$" % "|".join(_LIBS))
+_PRIORITY = ("trace", "lua", "builtin", "vm", "kernel", "c")
+
+
+def frame_kind(name, said=None):
+    """Colour class of one folded frame below the root (comm) frame.
+
+    SAID is what `lj_merge --kinds` reported for NAME (a set of lua, trace,
+    builtin, vm, c, kernel); without it the kind is read from lj_merge's
+    naming (see lj_merge --help, "Frames"): `_[j]` suffix = JIT trace (with
+    --jit-tag), NAME@CHUNK:LINE or CHUNK:LINE[:CURLINE] = Lua function,
+    lj_BC_*/lj_vm_*/... = VM, string.byte/file:write/... = builtin, `_[k]` =
+    kernel (FlameGraph's convention), anything else = C.
+    Then C functions of LuaJIT itself (lj_*, lua_*, luaL_*, luaJIT_*,
+    luaopen_*: the runtime, GC, JIT compiler, C API) count as "vm", and
+    `[unknown]` (an address nothing names) and `[no call chain]` (a
+    sample perf printed without frames) are "unknown"."""
+    if name in ("[unknown]", "[no call chain]"):
+        return "unknown"
+    kind = None
+    if said:
+        for k in _PRIORITY:
+            if k in said:
+                kind = k
+                break
+    if kind is None:
+        if name.endswith("_[j]"):
+            kind = "trace"
+        elif name.endswith("_[k]"):
+            kind = "kernel"
+        elif name.startswith(VM_PREFIXES):
+            kind = "vm"
+        elif _LUA_LABEL.match(name):
+            kind = "lua"
+        elif _BUILTIN.match(name):
+            kind = "builtin"
+        else:
+            kind = "c"
+    if kind == "c" and name.startswith(_RUNTIME_PREFIXES):
+        kind = "vm"
+    return kind

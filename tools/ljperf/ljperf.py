@@ -56,7 +56,7 @@ sys.path.insert(0, os.path.normpath(os.path.join(SRC_DIR, os.pardir, os.pardir,
                                                  "perf-script")))
 import jitdump  # noqa: E402
 import perfscript  # noqa: E402
-from ljframes import VM_PREFIXES  # noqa: E402
+from ljframes import KINDS, frame_kind  # noqa: E402
 
 
 class Fail(Exception):
@@ -538,54 +538,9 @@ def load_kinds(path):
 
 # -- Frame kinds (flame graph colours) -----------------------------------------
 
-# Colour classes, in the order the legend lists them. The palette itself is
-# in page/ljperf-page.js; docs/ljperf.md shows both.
-KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown")
-
-_RUNTIME_PREFIXES = ("lj_", "lua_", "luaL_", "luaJIT_", "luaopen_")
-_LUA_LABEL = re.compile(r"^(?:[^@;]*@)?[^@;]+:\d+(?::\d+)?$")
-_BUILTIN = re.compile(r"^(?:string|table|math|bit|io|os|debug|jit|ffi|package|buffer|"
-                      r"coroutine|file)[.:][A-Za-z_]\w*(?:\.\w+)*$")
-_PRIORITY = ("trace", "lua", "builtin", "vm", "kernel", "c")
-
-
-def frame_kind(name, said=None):
-    """Colour class of one folded frame below the root (comm) frame.
-
-    SAID is what `lj_merge --kinds` reported for NAME (a set of lua, trace,
-    builtin, vm, c, kernel); without it the kind is read from lj_merge's
-    naming (see lj_merge --help, "Frames"): `_[j]` suffix = JIT trace (with
-    --jit-tag), NAME@CHUNK:LINE or CHUNK:LINE[:CURLINE] = Lua function,
-    lj_BC_*/lj_vm_*/... = VM, string.byte/file:write/... = builtin, `_[k]` =
-    kernel (FlameGraph's convention), anything else = C.
-    Then C functions of LuaJIT itself (lj_*, lua_*, luaL_*, luaJIT_*,
-    luaopen_*: the runtime, GC, JIT compiler, C API) count as "vm", and
-    `[unknown]` (an address nothing names) and `[no call chain]` (a
-    sample perf printed without frames) are "unknown"."""
-    if name in ("[unknown]", "[no call chain]"):
-        return "unknown"
-    kind = None
-    if said:
-        for k in _PRIORITY:
-            if k in said:
-                kind = k
-                break
-    if kind is None:
-        if name.endswith("_[j]"):
-            kind = "trace"
-        elif name.endswith("_[k]"):
-            kind = "kernel"
-        elif name.startswith(VM_PREFIXES):
-            kind = "vm"
-        elif _LUA_LABEL.match(name):
-            kind = "lua"
-        elif _BUILTIN.match(name):
-            kind = "builtin"
-        else:
-            kind = "c"
-    if kind == "c" and name.startswith(_RUNTIME_PREFIXES):
-        kind = "vm"
-    return kind
+# Colour classes and the kind of a printed frame: ljframes (lj_merge's
+# frame vocabulary), KINDS in the order the legend lists them. The palette
+# itself is in page/ljperf-page.js; docs/ljperf.md shows both.
 
 
 def build_tree(stacks, kinds):

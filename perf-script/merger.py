@@ -381,7 +381,9 @@ class Merger:
         stack of the event kept (settle() first): FRAMES root first as
         (name, kind, line), KIND one of ljframes.KIND_NAMES, "root" for the
         root frame, None for [no call chain]; WEIGHT the sum of periods (1
-        per sample without)."""
+        per sample without). PID is None when perf printed none and the
+        roots do not need it (a tid's process is looked up in the jitdumps
+        only for --pid/--tid roots and for Lua frames)."""
         fold = self.folder.fold
         folded = {}                # (frames, leafline) -> printed frames
         roots = {}
@@ -400,7 +402,7 @@ class Merger:
                 # A sample header without any frame: perf script drops a whole
                 # chain that holds a value in -4095..-1 (frameless code).
                 names = folded[fk] = fold(fl, leaf) if fl else [(NO_CHAIN, None, None)]
-            if pid is None:            # the tid's process, or the one assumed
+            if pid is None and root_mode:   # the tid's process, or the one assumed
                 pid = self._pid(tid)
             rk = (comm, pid, tid)
             root = roots.get(rk)

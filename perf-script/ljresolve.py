@@ -3,19 +3,16 @@
 A jitdump CODE_LOAD names [code_addr, code_addr + code_size) from its
 timestamp on; a later load covering an address supersedes earlier ones
 (the same rule `perf inject --jit` applies). perf-PID.map has no time: the
-last line covering an address wins. Records are read with jitdump.py
-(perf-script/jitdump.py, API `read(path, strict=False)`).
+last line covering an address wins. Records are read with jitdump.py.
+Resolver finds each process's files and names a dynamic frame (an absolute
+user address) as of a sample's time, with fork/exec inheritance.
 """
 
 import os
 from bisect import bisect_right
 
-# perf inject --jit writes one ELF per CODE_LOAD: jitted-PID-INDEX.so. Its
-# .text starts at this file offset (perf's genelf GEN_ELF_TEXT_OFFSET:
-# sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr) rounded up to 16), which is how
-# perf prints DSO-relative addresses inside it.
-GEN_ELF_TEXT_OFFSET = 0x80
-
+import jitdump
+from ljframes import K_C, clean_name, name_frame
 
 class Load:
     """One CODE_LOAD (plus the DEBUG_INFO written before it)."""
@@ -96,39 +93,33 @@ class Dump:
         c.sort(key=lambda x: (x.ts, x.seq))
         return c
 
-    def __len__(self):
-        return len(self._r.items)
 
-
-def load_dump(path, jitdump_mod):
-    """Reads PATH with jitdump_mod.read(path, strict=False) into a Dump.
-    Tolerates a truncated file (keeps the records before the damage)."""
+def load_dump(path):
+    """Reads the jit-PID.dump at PATH into a Dump. Tolerates a damaged or
+    truncated file: keeps the records before the damage, says why in
+    Dump.warnings."""
     loads = []
     pending = {}          # code_addr -> (addrs, lines) from DEBUG_INFO
     seq = 0
     pid = None
     warnings = []
     try:
-        for rec in jitdump_mod.read(path, strict=False):
-            if hasattr(rec, "code_index"):
+        for rec in jitdump.read(path, strict=False):
+            if isinstance(rec, jitdump.CodeLoad):
                 seq += 1
-                ld = Load(int(rec.timestamp), seq, int(rec.code_addr),
-                          int(rec.code_size), int(rec.code_index),
-                          _clean_name(rec.name), getattr(rec, "tid", 0))
-                if pid is None:
-                    pid = getattr(rec, "pid", None)
+                ld = Load(rec.timestamp, seq, rec.code_addr, rec.code_size,
+                          rec.code_index, clean_name(rec.name), rec.tid)
                 dbg = pending.pop(ld.addr, None)
                 if dbg:
                     ld.laddrs, ld.llines = dbg
                 loads.append(ld)
-            elif hasattr(rec, "entries"):
-                ents = sorted((int(e[0]), int(e[1])) for e in rec.entries)
-                pending[int(rec.code_addr)] = ([a for a, _ in ents],
-                                               [l for _, l in ents])
-            elif pid is None and hasattr(rec, "pid") and not hasattr(rec, "tid"):
-                pid = rec.pid                     # the file header
-    except Exception as e:                        # damaged file: keep what we have
-        warnings.append("%s: %s" % (path, _one_line(e)))
+            elif isinstance(rec, jitdump.DebugInfo):
+                ents = sorted((e[0], e[1]) for e in rec.entries)
+                pending[rec.code_addr] = ([a for a, _ in ents], [l for _, l in ents])
+            elif isinstance(rec, jitdump.Header):
+                pid = rec.pid
+    except (OSError, ValueError) as e:            # damaged file: keep what we have
+        warnings.append("%s: %s" % (path, one_line(e)))
     return Dump(pid, path, loads, warnings)
 
 
@@ -162,8 +153,8 @@ class PerfMap:
                 except ValueError:
                     bad += 1
                     continue
-                ents.append(_MapEntry(a, s, _clean_name(parts[2]), seq))
-        self.bad = bad
+                ents.append(_MapEntry(a, s, clean_name(parts[2]), seq))
+        self.bad = bad            # malformed lines, reported by Resolver
         self._r = _Ranges(ents)
 
     def name_at(self, addr):
@@ -173,14 +164,8 @@ class PerfMap:
         return max(c, key=lambda x: x.seq).name
 
 
-def _clean_name(s):
-    s = str(s).strip()
-    if ";" in s:
-        s = s.replace(";", ":")
-    return s
-
-
-def _one_line(e):
+def one_line(e):
+    """An exception as one line: 'TypeName: first line of its message'."""
     s = str(e).splitlines()
     return "%s%s" % (type(e).__name__, (": " + s[0]) if s and s[0] else "")
 
@@ -191,3 +176,275 @@ def dump_path(d, pid):
 
 def map_path(d, pid):
     return os.path.join(d, "perf-%d.map" % pid)
+
+
+class Resolver:
+    """Finds and caches jit-PID.dump / perf-PID.map per process."""
+
+    def __init__(self, jitdump_arg, warn):
+        self.warn = warn
+        self.dirs = []              # search order
+        self.files = {}             # pid -> explicit dump path
+        self.dumps = {}             # pid -> Dump or None (not found)
+        self.maps = {}              # pid -> PerfMap or None
+        self.tid2pid = {}
+        self.ucache = {}            # (pid, Fr) -> (ts list, frames, fallback)
+        self.memo = {}              # lj_merge's per-stack memo (see process())
+        self.gen = 0                # bumped whenever memo is emptied
+        self.scanned = False
+        self.nodump = set()         # pids with [unknown] frames and no dump
+        self.parents = {}           # pid -> (parent pid, fork ns)  (FORK events)
+        self.execs = {}             # pid -> exec ns                (COMM exec events)
+        if jitdump_arg:
+            if os.path.isdir(jitdump_arg):
+                self.dirs.append(jitdump_arg)
+            else:
+                b = os.path.basename(jitdump_arg)
+                p = b[4:-5] if b.startswith("jit-") and b.endswith(".dump") else ""
+                if p.isdigit():
+                    self.files[int(p)] = jitdump_arg
+                    self.dirs.append(os.path.dirname(jitdump_arg) or ".")
+                else:
+                    raise ValueError("--jitdump: not a directory nor a jit-PID.dump file: %s"
+                                     % jitdump_arg)
+        # An explicit --jitdump is the only place searched; otherwise the
+        # directories the input shows, $LUAJIT_PERF_DIR, then /tmp.
+        self.explicit = bool(jitdump_arg)
+        env = os.environ.get("LUAJIT_PERF_DIR")
+        self.tail = [] if self.explicit else [d for d in (env, "/tmp") if d]
+
+    def fork(self, child, ctid, parent, t_ns):
+        """PERF_RECORD_FORK (perf script --show-task-events): a new thread
+        joins its process; a new process starts with its parent's memory,
+        so the parent's code loads made before the fork apply to it until
+        it describes its code itself (or until it execs)."""
+        if child == parent:
+            self.tid2pid[ctid] = child
+            return
+        if child in self.parents or t_ns is None:
+            return
+        self.parents[child] = (parent, t_ns)
+        self.tid2pid.setdefault(ctid, child)
+        self._forget(child)
+
+    def exec_(self, pid, t_ns):
+        """PERF_RECORD_COMM exec: what PID inherited is gone from T_NS on."""
+        if pid in self.parents and t_ns is not None and pid not in self.execs:
+            self.execs[pid] = t_ns
+            self._forget(pid)
+
+    def _forget(self, pid):
+        for k in [k for k in self.ucache if k[0] == pid]:
+            del self.ucache[k]
+        self.memo.clear()
+        self.gen += 1
+
+    def _inherited(self, pid, addr):
+        """(ts, Load) of ancestors' loads covering ADDR that PID inherited."""
+        out = []
+        limit = None
+        seen = {pid}
+        p = pid
+        while p in self.parents:
+            pp, t_fork = self.parents[p]
+            limit = t_fork if limit is None else min(limit, t_fork)
+            if pp in seen:
+                break
+            seen.add(pp)
+            d = self.dump(pp)
+            if d is not None:
+                out.extend(ld for ld in d.candidates(addr) if ld.ts <= limit)
+            p = pp
+        return out
+
+    def add_dir(self, d):
+        """A directory seen in the input (jit-PID.dump mmap, jitted-*.so)."""
+        if self.explicit:
+            return
+        if d and d not in self.dirs:
+            self.dirs.append(d)
+            # retry processes whose dump was not found so far
+            for pid in [p for p, v in self.dumps.items() if v is None]:
+                del self.dumps[pid]
+            self.ucache.clear()
+            self.memo.clear()
+            self.gen += 1
+            self.scanned = False
+
+    def _search(self):
+        seen = []
+        for d in self.dirs + self.tail:
+            if d not in seen:
+                seen.append(d)
+        return seen
+
+    @staticmethod
+    def _cached(cache, pid, read):
+        """CACHE[PID], read(PID) the first time; None for no pid."""
+        v = cache.get(pid, False)
+        if v is False:
+            v = cache[pid] = read(pid) if pid is not None else None
+        return v
+
+    def dump(self, pid):
+        """PID's Dump, or None (no pid, no jit-PID.dump found)."""
+        return self._cached(self.dumps, pid, self._read_dump)
+
+    def _read_dump(self, pid):
+        path = self.files.get(pid)
+        if path is None:
+            path = next((p for p in (dump_path(dd, pid) for dd in self._search())
+                         if os.path.isfile(p)), None)
+        if path is None:
+            return None
+        d = load_dump(path)
+        for w in d.warnings:
+            self.warn("jitdump " + w)
+        for t in d.tids:
+            self.tid2pid.setdefault(t, pid)
+        return d
+
+    def perfmap(self, pid):
+        """PID's PerfMap, or None (no pid, no perf-PID.map found)."""
+        return self._cached(self.maps, pid, self._read_map)
+
+    def _read_map(self, pid):
+        path = next((p for p in (map_path(dd, pid) for dd in self._search())
+                     if os.path.isfile(p)), None)
+        if path is None:
+            return None
+        try:
+            m = PerfMap(path)
+        except OSError as e:
+            self.warn("cannot read %s: %s" % (path, e.strerror))
+            return None
+        if m.bad:
+            self.warn("%s: skipped %d malformed lines" % (path, m.bad))
+        return m
+
+    def sole_pid(self):
+        """The process of an input without pid and tid: the one jit-PID.dump
+        that --jitdump names, or the only one in the directories searched;
+        None when there are none or several."""
+        if self.files:
+            return next(iter(self.files)) if len(self.files) == 1 else None
+        pids = set()
+        for dd in self._search():
+            try:
+                names = os.listdir(dd)
+            except OSError:
+                continue
+            pids.update(int(n[4:-5]) for n in names if n.startswith("jit-")
+                        and n.endswith(".dump") and n[4:-5].isdigit())
+        return pids.pop() if len(pids) == 1 else None
+
+    def pid_of(self, tid):
+        """Process of a thread when perf printed only the tid."""
+        p = self.tid2pid.get(tid)
+        if p is not None:
+            return p
+        if self.dump(tid) is not None:
+            return tid
+        if not self.scanned:
+            self.scanned = True
+            for dd in self._search():
+                try:
+                    names = os.listdir(dd)
+                except OSError:
+                    continue
+                pids = [int(n[4:-5]) for n in names
+                        if n.startswith("jit-") and n.endswith(".dump") and n[4:-5].isdigit()]
+                if len(pids) > 256:          # do not read every stale dump in /tmp
+                    self.warn("%d jit-*.dump files in %s: threads printed without their "
+                              "pid are not looked up (use perf script -F pid,tid or --jitdump)"
+                              % (len(pids), dd))
+                    continue
+                for p in pids:
+                    self.dump(p)
+            p = self.tid2pid.get(tid)
+            if p is not None:
+                return p
+        self.tid2pid[tid] = tid
+        return tid
+
+    def load_of(self, fr):
+        """The Load of a jitted-PID-N.so frame."""
+        if fr.load is None and fr.index is not None:
+            d = self.dump(fr.pid)
+            if d is not None:
+                fr.load = d.by_index.get(fr.index)
+        return fr.load
+
+    def _entry(self, pid, fr):
+        addr = fr.addr
+        d = self.dump(pid)
+        lds = d.candidates(addr) if d is not None else []
+        fb = fr
+        if pid in self.parents:
+            inh = self._inherited(pid, addr)
+            if inh:
+                lds = inh + lds
+                t_exec = self.execs.get(pid)
+                if t_exec is not None:     # after exec: inherited loads are gone
+                    lds.append(None)
+                lds.sort(key=lambda x: (t_exec, 0) if x is None else (x.ts, 1))
+        ts, frs = [], []
+        for ld in lds:
+            if ld is None:
+                ts.append(t_exec)
+                frs.append(fb)
+                continue
+            if ld.recs is None:
+                ld.recs = {}
+            r = ld.recs.get(addr)
+            if r is None:
+                r = name_frame(ld.name, ld, addr - ld.addr)
+                ld.recs[addr] = r
+            ts.append(ld.ts)
+            frs.append(r)
+        if not frs and fr.kind == K_C and fr.name == "[unknown]":
+            if d is None and pid not in self.parents and pid is not None:
+                self.nodump.add(pid)
+            p = pid
+            m = self.perfmap(p)
+            while m is None and p in self.parents and p not in self.execs:
+                p = self.parents[p][0]
+                m = self.perfmap(p)
+            if m is not None:
+                n = m.name_at(addr)
+                if n is not None:
+                    fb = name_frame(n)
+        return ts, frs, fb
+
+    def stable_time(self, pid, frames):
+        """Time from which resolving FRAMES (for PID) no longer changes: the
+        newest candidate load of any of its dynamic frames."""
+        t = -1
+        for fr in frames:
+            if fr.dyn:
+                e = self.ucache.get((pid, fr))
+                if e is None:
+                    return float("inf")        # evicted: do not memoise
+                if e[0] and e[0][-1] > t:
+                    t = e[0][-1]
+        return t
+
+    def resolve(self, pid, fr, t_end):
+        key = (pid, fr)
+        e = self.ucache.get(key)
+        if e is None:
+            e = self._entry(pid, fr)
+            if len(self.ucache) > 1000000:
+                self.ucache.clear()
+                self.memo.clear()
+                self.gen += 1
+            self.ucache[key] = e
+        ts, frs, fb = e
+        if not ts:
+            return fb
+        if t_end is None:
+            return frs[-1]
+        i = bisect_right(ts, t_end) - 1
+        return frs[i] if i >= 0 else fb
+
+

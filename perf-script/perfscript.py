@@ -1,52 +1,87 @@
-"""Streaming pieces for reading `perf script` text (perf 6.x).
+"""The one reader of `perf script` text (perf 6.x): lj_merge, ljperf and the
+tests all read perf script output through it.
 
-What perf prints (measured with perf 6.1, see /work/shared/notes/perf-facts.md):
+What perf prints (measured with perf 6.1 for every -F combination; the
+test lj_merge.fields, tests/lj_merge/fields.py, runs them on a real
+recording):
 
-  sample header   `comm  pid/tid [cpu] time: period event: [ip sym (dso)]`
+  sample header   `comm pid/tid [cpu] time: period event: [ip sym (dso)]`
                   every field optional and chosen with -F; comm is printed
-                  "%s " (it may contain spaces), pid/tid "%7d/%-7d", time
-                  "%5lu.%06lu:" (nine decimals with --ns), period "%10lu".
+                  "%s " (it may contain spaces), pid/tid "%7d/%-7d", a lone
+                  pid or tid "%5d" at column 0, time "%5lu.%06lu:" (nine
+                  decimals with --ns), period "%10lu" (so a header that
+                  starts with period or time starts with spaces). Without
+                  any of these fields the header is an empty line.
   callchain line  `\\t%16x sym+0xoff (dso)` leaf first. Addresses are
                   DSO-relative for file-backed DSOs (jitted-*.so included)
                   and absolute for anonymous, unknown and kernel ones.
   srcline line    `  file.c:10` after a callchain line (-F +srcline)
   register line   ` ABI:2    BX:0x...    DX:0x...` (-F uregs / iregs)
-  separator       a blank line between samples, but not after a register
+  separator       a blank line after a sample, but not after a register
                   line: a new header always starts a new sample.
-  side-band       `comm pid time: PERF_RECORD_MMAP2 ...` (--show-*-events)
+  side-band       `[comm] [pid/tid] [time:] PERF_RECORD_FORK(p:t):(pp:pt)`,
+                  `..._EXIT(...)`, `..._COMM exec: comm:pid/tid`, `..._MMAP2
+                  ...: r-xp PATH` (--show-task-events, --show-mmap-events)
 
-Nothing here uses a regular expression per line: the caller caches parsed
-callchain lines by their text, headers are split once.
+Reader(f) yields Sample and Event tuples in input order. A line that fits
+nowhere is counted in Reader.stats.malformed, never raised. Speed: text is
+cut into chunks at every line that starts at column 0 (a sample is then
+one chunk), and a header is parsed with the layout learned from the one
+before; samples of an unusual shape take the general path of the same
+code (_regroup), not a second reader.
 """
 
-import sys
+import collections
+import re
+
+BLOCK = 1 << 18          # bytes read per read(2)
+MAX_LINE = 1 << 20       # longer lines are dropped (bounded memory)
+MAX_CARRY = 1 << 20      # a chunk still open at a batch end, longer: cut by lines
+
+# One sample. chain: its callchain lines as printed ('\t'-led, srcline lines
+# kept after their frame) joined by '\n', "" without a chain; regs: the
+# register line or None; inline: `ip sym (dso)` printed on the header line
+# (a sample recorded without -g), or None. Missing header fields are None;
+# time is the printed text ("832.171767"), period an int.
+Sample = collections.namedtuple(
+    "Sample", "comm pid tid time period event chain regs inline")
+# One side-band record. kind: "fork", "exit", "exec" (PERF_RECORD_COMM
+# exec) or "mmap"; pid/tid: the task it is about (the child of a fork);
+# ppid/ptid: the parent of a fork; path: the file of an mmap.
+Event = collections.namedtuple("Event", "kind time pid tid ppid ptid path")
+
+_new = tuple.__new__
+
+# Header fields a Reader notices (Stats.fields) and what their absence costs
+# the folded stacks (lj_merge prints it once).
+FIELDS = ("comm", "pid", "tid", "time", "period", "event", "sym", "dso", "uregs")
+
+
+class Stats:
+    """What a Reader saw: malformed lines skipped, over-long lines dropped,
+    a last line without its newline, and which fields the samples have."""
+    __slots__ = ("lines", "samples", "malformed", "huge", "truncated", "fields")
+
+    def __init__(self):
+        self.lines = 0            # non-empty batches read (0: empty input)
+        self.samples = 0
+        self.malformed = 0
+        self.huge = 0
+        self.truncated = 0
+        self.fields = None        # set of FIELDS seen in the first sample
+
+    def skipped(self):
+        return self.malformed + self.huge + self.truncated
+
 
 # Reading ---------------------------------------------------------------------
 
-BLOCK = 1 << 18       # bytes read per read(2)
-MAX_LINE = 1 << 20       # longer lines are dropped (bounded memory)
-
-
-class ReadStats:
-    __slots__ = ("huge", "truncated")
-
-    def __init__(self):
-        self.huge = 0        # lines longer than MAX_LINE, dropped
-        self.truncated = 0   # a last line without its newline
-
-
-def read_batches(f, stats, block=BLOCK, max_line=MAX_LINE):
-    """Yields lists of complete lines (str, without '\\n') read from the
-    binary file F. Memory stays bounded by BLOCK + MAX_LINE whatever the
-    input: an over-long line is dropped and counted in STATS.huge. A last
-    line missing its newline is a truncated line: counted, not yielded."""
-    for text in read_texts(f, stats, block, max_line):
-        yield text.split("\n")
-
-
 def read_texts(f, stats, block=BLOCK, max_line=MAX_LINE):
-    """Like read_batches(), but yields each batch of complete lines as one
-    str, the lines joined by '\\n' (no newline at the end)."""
+    """Yields batches of complete lines read from the binary file F, each
+    batch one str (lines joined by '\\n', no newline at the end). Memory
+    stays bounded by BLOCK + MAX_LINE: an over-long line is dropped and
+    counted in STATS.huge; a last line without its newline is counted in
+    STATS.truncated, not yielded."""
     carry = b""
     skipping = False          # inside an over-long line: drop up to '\n'
     read = f.read
@@ -77,7 +112,8 @@ def read_texts(f, stats, block=BLOCK, max_line=MAX_LINE):
             skipping = True
         text = data[:j].decode("utf-8", "replace")
         if j > max_line:
-            lines = _drop_huge(text.split("\n"), stats, max_line)
+            lines = [ln for ln in text.split("\n") if len(ln) <= max_line]
+            stats.huge += text.count("\n") + 1 - len(lines)
             if not lines:
                 continue
             text = "\n".join(lines)
@@ -86,21 +122,13 @@ def read_texts(f, stats, block=BLOCK, max_line=MAX_LINE):
         stats.truncated += 1
 
 
-def _drop_huge(lines, stats, max_line):
-    out = []
-    for ln in lines:
-        if len(ln) > max_line:
-            stats.huge += 1
-        else:
-            out.append(ln)
-    return out
-
-
 # Header lines ----------------------------------------------------------------
 
 class Header:
     """One parsed sample header. Missing fields are None. LAYOUT (or None)
-    lets parse_header_fast() parse the next headers of the same output."""
+    lets Reader parse the next headers of the same output by position:
+    (tokens needed, then the pid, time, period and event token indexes
+    counted from the end, 0 when absent)."""
     __slots__ = ("comm", "pid", "tid", "time", "period", "event", "rest", "layout")
 
     def __init__(self):
@@ -108,18 +136,18 @@ class Header:
         self.period = self.event = self.rest = self.layout = None
 
 
-def _is_time(tok):
-    # "832.171767:" -- digits '.' digits ':'
+def is_time(tok):
+    """'832.171767:' -- digits '.' digits ':'"""
     if len(tok) < 4 or tok[-1] != ":":
         return False
     a, dot, b = tok[:-1].partition(".")
     return dot == "." and a.isdigit() and b.isdigit()
 
 
-def _pidtid(tok):
-    """'123' -> (None, 123) (a lone number is the tid in perf's default
-    output; with -F pid alone it is the pid: callers treat it as a thread
-    id that maps to a process), '123/456' -> (123, 456), else None."""
+def parse_pidtid(tok):
+    """'123/456' -> (123, 456); '123' -> (None, 123): a lone number is the
+    tid in perf's default output (with -F pid alone it is the pid; callers
+    map a tid to its process); else None."""
     if tok.isdigit():
         return (None, int(tok))
     a, sl, b = tok.partition("/")
@@ -140,6 +168,37 @@ def _is_cpu(tok):
     return len(tok) > 2 and tok[0] == "[" and tok[-1] == "]" and tok[1:-1].isdigit()
 
 
+def _find_pid(line, toks, start, ti):
+    """Index of the pid/tid token (anchored by the time token TI when there
+    is one, since comm may contain spaces and digits), or -1."""
+    if ti >= 0:
+        j = ti - 1
+        if j >= start and _is_cpu(toks[j]):
+            j -= 1
+        return j if j >= start and parse_pidtid(toks[j]) is not None else -1
+    for i in range(start, len(toks)):        # prefer pid/tid, then a number
+        if "/" in toks[i] and parse_pidtid(toks[i]) is not None:
+            return i
+    for i in range(start, len(toks)):
+        if toks[i].isdigit():
+            if i > 0 and _padded_period(line, toks[i]):
+                return -1                    # "comm    1001001 ": the period
+            return i
+    return -1
+
+
+def _padded_period(line, tok):
+    """Is TOK (a number after comm) printed as a period ("%10lu")? A lone
+    pid or tid is printed "%5d": the padding before it tells them apart
+    (periods of ten digits and more are read as a tid)."""
+    i = line.find(tok)
+    j = i
+    while j > 0 and line[j - 1] == " ":
+        j -= 1
+    pad = i - j if j > 0 else i + 1   # the separator before it, or column 0
+    return len(tok) < 10 and pad == 11 - len(tok)
+
+
 def parse_header(line):
     """Parses a sample header line (the general, slower way). Returns a
     Header, or None when the line is not a header."""
@@ -148,49 +207,31 @@ def parse_header(line):
     if n == 0:
         return None
     h = Header()
-    # Find the time token: it anchors pid and comm when comm has spaces.
-    ti = -1
-    for i in range(n):
-        if _is_time(toks[i]):
-            ti = i
-            break
-    # Does the line start with comm? perf prints it "%s " before a callchain,
-    # "%16s " (right-aligned) otherwise; without -F comm a pid/tid comes first.
-    start = 1 if line[0] not in " \t" or _pidtid(toks[0]) is None else 0
-    pi = -1
-    if ti >= 0:
-        j = ti - 1
-        if j >= start and _is_cpu(toks[j]):
-            j -= 1
-        if j >= start and _pidtid(toks[j]) is not None:
-            pi = j
+    ti = next((i for i in range(n) if is_time(toks[i])), -1)
+    # Does the line start with comm? comm is printed first ("%16s" before an
+    # inline ip, so maybe after spaces); without comm a header starts with a
+    # pid or tid (ambiguous with a numeric comm: read as a tid), the time, or
+    # the period (padded "%10lu": see _padded_period).
+    first = toks[0]
+    start = 0 if parse_pidtid(first) is not None or is_time(first) else 1
+    if start == 0 and "/" not in first and (is_time(first) or _padded_period(line, first)):
+        pi = -1                   # time or period first: no pid, no tid
     else:
-        # No time: the first pid-like token after comm; prefer pid/tid.
-        for i in range(start, n):
-            t = toks[i]
-            if "/" in t and _pidtid(t) is not None:
-                pi = i
-                break
-        if pi < 0:
-            for i in range(start, n):
-                if toks[i].isdigit():
-                    pi = i
-                    break
+        pi = _find_pid(line, toks, start, ti)
     if pi >= 0:
-        pt = _pidtid(toks[pi])
-        h.pid, h.tid = pt
+        h.pid, h.tid = parse_pidtid(toks[pi])
         if start == 1:
-            h.comm = " ".join(toks[:pi]) if pi > 0 else toks[0]
+            h.comm = " ".join(toks[:pi])
         k = pi + 1
     elif ti >= 0:
         if start == 1:
             h.comm = " ".join(toks[:ti]) if ti > 0 else None
         k = ti
     else:
-        if start == 0:
-            return None
-        h.comm = toks[0]
-        k = 1
+        k = 0
+        if start == 1 and not (toks[0][-1] == ":" and n == 1):   # not an event alone
+            h.comm = toks[0]
+            k = 1
     if k < n and _is_cpu(toks[k]):
         k += 1
     if ti >= 0:
@@ -206,8 +247,7 @@ def parse_header(line):
         h.period = int(toks[k])
         pe = k
         k += 1
-    # event: "cpu-clock:pppH:" "cycles:u:" -- ends with ':'
-    ev = -1
+    ev = -1                        # event: "cpu-clock:pppH:" "cycles:u:"
     if k < n and toks[k][-1] == ":":
         h.event = toks[k][:-1]
         ev = k
@@ -218,35 +258,10 @@ def parse_header(line):
         # Layout counted from the end (comm may contain spaces).
         h.layout = (n - pi + 1, pi - n, ti - n if ti >= 0 else 0,
                     pe - n if pe >= 0 else 0, ev - n if ev >= 0 else 0)
+    if h.comm is None and h.pid is None and h.tid is None and h.time is None \
+            and h.period is None and h.event is None:
+        return None
     return h
-
-
-def parse_header_fast(toks, layout):
-    """Parses split header tokens with a LAYOUT learned by parse_header().
-    Returns (comm, pid, tid, time, period, event) or None (use the slow way)."""
-    need, pi, ti, pe, ev = layout
-    n = len(toks)
-    if n < need:
-        return None
-    t = toks[ti] if ti else None
-    if t is not None and (t[-1] != ":" or "." not in t):
-        return None
-    e = toks[ev] if ev else None
-    if e is not None and e[-1] != ":":
-        return None
-    pt = toks[pi]
-    try:
-        if "/" in pt:
-            a, _, b = pt.partition("/")
-            pid, tid = int(a), int(b)
-        else:
-            pid, tid = None, int(pt)
-        period = int(toks[pe]) if pe else None
-    except ValueError:
-        return None
-    comm = toks[0] if n == need else " ".join(toks[:n - need + 1])
-    return (comm, pid, tid, t[:-1] if t is not None else None, period,
-            e[:-1] if e is not None else None)
 
 
 def time_to_ns(s):
@@ -259,7 +274,21 @@ def time_to_ns(s):
     return int(a) * 1000000000 + int(b or "0") * unit, unit
 
 
-# Callchain lines -------------------------------------------------------------
+def time_end_ns(s):
+    """Latest ns the printed time S can stand for (perf truncates), or None."""
+    i = s.find(".")
+    nd = len(s) - i - 1 if i >= 0 else 0
+    try:
+        v = int(s.replace(".", "", 1))
+    except ValueError:
+        return None
+    if nd >= 9:
+        return v // 10 ** (nd - 9)
+    m = 10 ** (9 - nd)
+    return v * m + m - 1
+
+
+# Callchain and register lines ------------------------------------------------
 
 def split_frame(text):
     """'121e c+0x3d (/tmp/ljm/cstack)' (already stripped) ->
@@ -293,6 +322,35 @@ def split_frame(text):
     return addr, sym, off, dso
 
 
+def chain(sample):
+    """The sample's callchain, leaf first: ([(addr, sym, off, dso)],
+    [srcline or None per frame]). Unparsable lines are left out (the
+    Merger counts them); a sample without -g gives its inline ip."""
+    frames, srclines = [], []
+    for ln in (sample.chain.split("\n") if sample.chain else
+               ["\t" + sample.inline] if sample.inline else ()):
+        if ln[:1] == "\t":
+            fr = split_frame(ln.strip())
+            if fr is not None:
+                frames.append(fr)
+                srclines.append(None)
+        elif frames and is_srcline(ln):
+            srclines[-1] = ln.strip()
+    return frames, srclines
+
+
+class Decoded:
+    """A Sample with its callchain split (chain()): what tools and tests
+    read. FRAMES: (addr, sym, off, dso) leaf first; SRCLINES in step."""
+    __slots__ = ("comm", "pid", "tid", "time", "period", "event", "regs",
+                 "frames", "srclines")
+
+    def __init__(self, s):
+        self.comm, self.pid, self.tid, self.time = s.comm, s.pid, s.tid, s.time
+        self.period, self.event, self.regs = s.period, s.event, s.regs
+        self.frames, self.srclines = chain(s)
+
+
 def parse_reg(line, reg):
     """Value of register REG ('BX') on a ' ABI:2 BX:0x... ' line, or None."""
     key = " " + reg + ":0x"
@@ -307,72 +365,285 @@ def parse_reg(line, reg):
         return None
 
 
+def is_srcline(line):
+    """'  file.c:10' (-F srcline), or '  [kernel.kallsyms][ffff...]': one
+    word after two spaces (a header starting with spaces has several)."""
+    s = line.strip()
+    return line[:2] == "  " and bool(s) and " " not in s and not is_reg_line(line)
+
+
 def is_reg_line(line):
     """' ABI:2    BX:0x...' (uregs) or iregs likewise."""
     s = line.lstrip()
     return s.startswith("ABI:") or (":0x" in s and s.split(":", 1)[0].isupper())
 
 
-def parse_mmap_path(line):
-    """For a side-band PERF_RECORD_MMAP/MMAP2 line, the mapped file path."""
-    i = line.find("]: ")
-    if i < 0:
-        return None
-    rest = line[i + 3:].strip()
-    # "r-xp /tmp/jit-123.dump" (MMAP2) or "x /path" (MMAP)
-    _, _, path = rest.partition(" ")
-    return path or None
+# Side-band lines -------------------------------------------------------------
+
+def parse_event(line):
+    """A PERF_RECORD_* line -> Event, or None for records nobody uses."""
+    i = line.find("PERF_RECORD_")
+    toks = line[:i].split()
+    t = next((x[:-1] for x in toks if is_time(x)), None)
+    rest = line[i + 12:]
+    if rest.startswith(("FORK(", "EXIT(")):
+        a, _, b = rest[5:].partition("):(")
+        c = a.split(":")
+        p = b.partition(")")[0].split(":")
+        if len(c) == 2 and len(p) == 2 and all(x.isdigit() for x in c + p):
+            return _new(Event, ("fork" if rest[0] == "F" else "exit", t,
+                                int(c[0]), int(c[1]), int(p[0]), int(p[1]), None))
+    elif rest.startswith("COMM exec:"):
+        pt = rest.rpartition(":")[2].strip()
+        pp = parse_pidtid(pt)
+        if pp is not None and pp[0] is not None:
+            return _new(Event, ("exec", t, pp[0], pp[1], None, None, None))
+    elif rest.startswith("MMAP"):
+        j = rest.find("]: ")
+        if j >= 0:
+            # "r-xp /tmp/jit-123.dump" (MMAP2) or "x /path" (MMAP)
+            path = rest[j + 3:].strip().partition(" ")[2]
+            if path:
+                return _new(Event, ("mmap", t, None, None, None, None, path))
+    return None
 
 
-# Whole samples ---------------------------------------------------------------
+# The reader ------------------------------------------------------------------
 
-class Sample:
-    """One sample: header fields (None when not printed), FRAMES as
-    (addr, sym, off, dso) tuples leaf first, REGS the register line or None."""
-    __slots__ = ("comm", "pid", "tid", "time", "period", "event", "frames",
-                 "regs")
+# Cut before every line that starts at column 0 (header, side-band, blank).
+_CHUNKS = re.compile(r"\n(?=[^\t ])").split
 
-    def __init__(self, h=None):
-        self.comm = self.pid = self.tid = self.time = None
-        self.period = self.event = self.regs = None
-        if h is not None:
-            self.comm, self.pid, self.tid = h.comm, h.pid, h.tid
-            self.time, self.period, self.event = h.time, h.period, h.event
-        self.frames = []
+
+class Reader:
+    """Iterates over the Samples and Events of perf script text read from
+    the binary file F. See the module comment for what is accepted."""
+
+    def __init__(self, f):
+        self.f = f
+        self.stats = Stats()
+        self.headers = False      # a sample header seen (no header-less format)
+        self.layout = None        # of the last slow-parsed header
+
+    def __iter__(self):
+        for batch in self.batches():
+            for x in batch:
+                yield x if type(x) is not tuple else _new(Sample, x)
+
+    def batches(self):
+        """Yields lists of Events and samples, one list per block read: the
+        fast way in for lj_merge (no generator step and no object per
+        sample). A sample is a Sample or a plain tuple of Sample's fields."""
+        st = self.stats
+        carry = ""
+        group = self._group
+        pidtids = {}                      # "pid/tid" token -> (pid, tid)
+        comm = event = None               # of the last sample
+        lay = None
+        n = 0                             # samples of the usual kind
+        for text in read_texts(self.f, st):
+            st.lines += 1
+            if carry:
+                text = carry + "\n" + text
+            chunks = _CHUNKS(text)
+            carry = chunks.pop()          # may go on in the next batch
+            if len(carry) > MAX_CARRY:
+                chunks.append(carry)
+                carry = ""
+            out = []
+            put = out.append
+            for ch in chunks:
+                if not ch:
+                    continue              # a blank line
+                i = ch.find("\n")
+                head = ch if i < 0 else ch[:i]
+                body = ""
+                regs = None
+                if i >= 0:
+                    body = ch[i + 1:]
+                    r = body.rfind("\n") + 1     # last line: registers?
+                    if body[r:r + 5] == " ABI:":
+                        regs = body[r:]
+                        body = body[:r - 1] if r else ""
+                # The usual sample: a header of the layout learned by
+                # parse_header() (comm and pid: the only layouts where the
+                # lines inside a chunk are all callchain or srcline lines).
+                # Tokens are counted from the end: comm may have spaces.
+                if lay is not None and ch[0] not in "\t #" and \
+                        "PERF_RECORD_" not in head:
+                    toks = head.split()
+                    nt = len(toks)
+                    if nt >= need:
+                        t = e = period = None
+                        if ti:
+                            t = toks[ti]
+                            if t[-1] != ":" or "." not in t:
+                                nt = 0
+                            t = t[:-1]
+                        if evi:
+                            e = toks[evi]
+                            if e[-1] != ":" or (not ti and is_time(e)):
+                                nt = 0
+                            e = e[:-1]
+                        if pe:
+                            period = toks[pe]
+                            if period.isdigit():
+                                period = int(period)
+                            else:
+                                nt = 0
+                        pt = pidtids.get(toks[pi])
+                        if pt is None:
+                            pt = parse_pidtid(toks[pi])
+                            if pt is None:
+                                nt = 0
+                            elif len(pidtids) < 100000:
+                                pidtids[toks[pi]] = pt
+                        if nt > need and any(is_time(x) for x in toks[1:nt - need + 1]):
+                            nt = 0                # not comm with spaces: another layout
+                        if nt:
+                            n += 1
+                            c = toks[0] if nt == need else " ".join(toks[:nt - need + 1])
+                            if c == comm:
+                                c = comm          # one str object: its hash is kept
+                            else:
+                                comm = c
+                            if e == event:
+                                e = event
+                            else:
+                                event = e
+                            put((c, pt[0], pt[1], t, period, e, body, regs, None))
+                            continue
+                if body[:1] == " " or "\n " in body:
+                    out.extend(self._regroup(ch.split("\n")))
+                    continue
+                x = group(head, body, regs)
+                lay = self.layout
+                if lay is not None:
+                    need, pi, ti, pe, evi = lay
+                if x is not None:
+                    put(x)
+            yield out
+        st.samples += n
+        if carry:
+            yield list(self._regroup(carry.split("\n")))
+
+    def _regroup(self, lines):
+        """Chunks with lines starting with a space: srcline lines (after a
+        callchain line), register lines, and headers that start with spaces
+        (-F without comm and pid: time or period first)."""
+        head, body, regs = None, [], None
+        for ln in lines:
+            c = ln[:1]
+            if head is not None and (c == "\t" or (body and body[-1][:1] in ("\t", " ")
+                                                   and is_srcline(ln))):
+                if regs is None:
+                    body.append(ln)       # callchain or srcline
+                    continue
+            elif head is not None and c == " " and is_reg_line(ln) and regs is None:
+                regs = ln
+                continue
+            if head is not None:
+                x = self._group(head, "\n".join(body), regs)
+                if x is not None:
+                    yield x
+            head, body, regs = ln, [], None
+        if head is not None:
+            x = self._group(head, "\n".join(body), regs)
+            if x is not None:
+                yield x
+
+    def _group(self, head, chain, regs):
+        """One column-0 line HEAD with the indented lines after it: a sample,
+        an event, or nothing (blank line, comment, malformed: counted)."""
+        c = head[:1]
+        if c == "\t":                     # chain lines with no header above
+            self.stats.malformed += chain.count("\n") + 2 if chain else 1
+            return None
+        if not head.strip():
+            if not chain:
+                return None               # a blank line
+            if self.headers:              # a chain whose header was lost
+                self.stats.malformed += chain.count("\n") + 1
+                return None
+            return self._sample(None, None, None, None, None, None, chain, regs, None)
+        if c == "#":
+            return None                   # perf script --header comments
+        if "PERF_RECORD_" in head:
+            if chain:
+                self.stats.malformed += chain.count("\n") + 1
+            return parse_event(head)
+        h = self._header(head)
+        if h is None:
+            self.stats.malformed += 1 + (chain.count("\n") + 1 if chain else 0)
+            return None
+        self.headers = True
+        comm, pid, tid, time, period, event, inline = h
+        return self._sample(comm, pid, tid, time, period, event, chain, regs, inline)
+
+    def _header(self, line):
+        """(comm, pid, tid, time, period, event, inline) or None."""
+        hh = parse_header(line)
+        if hh is None:
+            return None
+        if hh.layout is not None:
+            self.layout = hh.layout
+        return (hh.comm, hh.pid, hh.tid, hh.time, hh.period, hh.event,
+                " ".join(hh.rest) if hh.rest else None)
+
+    def _sample(self, *fields):
+        s = _new(Sample, fields)
+        st = self.stats
+        st.samples += 1
+        if st.fields is None:
+            st.fields = _fields_of(s)
+        return s
+
+
+def _fields_of(s):
+    """Which FIELDS the first sample shows (a header field or the chain)."""
+    out = set(f for f in FIELDS[:6] if getattr(s, f) is not None)
+    first = s.chain.partition("\n")[0].strip() if s.chain else (s.inline or "")
+    fr = split_frame(first) if first else None
+    if fr is None or fr[1] is not None:
+        out.add("sym")
+    if fr is None or fr[3] is not None:
+        out.add("dso")
+    if s.regs is not None:
+        out.add("uregs")
+    return out
 
 
 def iter_samples(lines):
-    """Yields a Sample for each sample of perf script text (an iterable of
-    lines without their newlines). The simple reader for tools and tests;
-    lj_merge runs its own faster loop over the same pieces. Lines that fit
-    nowhere are skipped."""
-    cur = None
-    for line in lines:
-        if not line.strip():
-            if cur is not None:
-                yield cur
-                cur = None
-        elif line[0] == "\t":
-            fr = split_frame(line.strip())
-            if fr is not None:
-                if cur is None:
-                    cur = Sample()
-                cur.frames.append(fr)
-        elif is_reg_line(line):
-            if cur is not None:
-                cur.regs = line
-        else:
-            h = parse_header(line)
-            if h is not None:
-                if cur is not None:
-                    yield cur
-                cur = Sample(h)
-    if cur is not None:
-        yield cur
+    """Decoded samples of perf script text given as an iterable of str
+    lines (events are left out): the tests' and tools' way in."""
+    for x in Reader(_LinesFile(lines)):
+        if type(x) is Sample:
+            yield Decoded(x)
 
 
-if __name__ == "__main__":          # tiny self-check: print parsed headers
-    for ln in sys.stdin:
-        if ln[:1] not in ("\t", "") and ln.strip():
-            h = parse_header(ln.rstrip("\n"))
-            print(h and (h.comm, h.pid, h.tid, h.time, h.period, h.event))
+def read_samples(f):
+    """Decoded samples of perf script text read from the binary file F."""
+    for x in Reader(f):
+        if type(x) is Sample:
+            yield Decoded(x)
+
+
+class _LinesFile:
+    """A binary file over str lines, for Reader."""
+
+    def __init__(self, lines):
+        self.it = iter(lines)
+        self.done = False
+
+    def read(self, n):
+        if self.done:
+            return b""
+        buf = []
+        size = 0
+        for ln in self.it:
+            b = (ln.rstrip("\n") + "\n").encode("utf-8", "replace")
+            buf.append(b)
+            size += len(b)
+            if size >= n:
+                return b"".join(buf)
+        self.done = True
+        return b"".join(buf)

@@ -28,6 +28,7 @@ CHECK_ELF = os.environ.get("LJP_CHECK_ELF", "")
 JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf-script", "jitdump.py")
 sys.path.insert(0, os.path.dirname(os.path.abspath(JITDUMP_PY)))
+import perfscript  # noqa: E402  (the one perf script reader)
 import jitdump  # noqa: E402
 
 SRC = "e2e_source.lua"
@@ -78,19 +79,13 @@ class Session:
     def samples(self, data, srcline=False):
         fields = "comm,pid,tid,time,ip,sym,dso" + (",srcline" if srcline else "")
         out = self.perf(["script", "--ns", "-F", fields, "-i", data])
-        res, cur = [], None
-        for line in out.splitlines():
-            m = re.match(r"^(\S.*?)\s+(\d+)/(\d+)\s+(\d+\.\d+):", line)
-            if m:
-                cur = Sample(m.group(1), int(m.group(2)), float(m.group(4)), [])
-                res.append(cur)
+        res = []
+        for x in perfscript.iter_samples(out.split("\n")):
+            if x.pid is None or x.time is None:
                 continue
-            m = re.match(r"^\t\s*([0-9a-f]+) (.*) \((.*)\)$", line)
-            if m and cur is not None:
-                cur.frames.append(Frame(int(m.group(1), 16), m.group(2), m.group(3), None))
-                continue
-            if line.startswith("  ") and cur is not None and cur.frames and cur.frames[-1].srcline is None:
-                cur.frames[-1] = cur.frames[-1]._replace(srcline=line.strip())
+            res.append(Sample(x.comm, x.pid, float(x.time),
+                              [Frame(f[0], f[1], f[3], sl)
+                               for f, sl in zip(x.frames, x.srclines)]))
         mine = [s for s in res if s.pid == self.pid and s.frames]
         check(len(mine) >= 50, "only %d samples of e2e_prog (pid %s) in %s" % (len(mine), self.pid, data))
         return mine

@@ -152,7 +152,7 @@ class PerfSession:
         p = os.path.join(self.dir, "jit-%d.dump" % pid)
         if not os.path.exists(p):
             fail("no jitdump %s (is LUAJIT_PERF on?)" % p)
-        return ljresolve.load_dump(p, jitdump)
+        return ljresolve.load_dump(p)
 
 
 def main_window(samples, mainsym="main"):

@@ -27,7 +27,7 @@ LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(PERF_SCRIPT, "lj_merge.py"))
 sys.path.insert(0, PERF_SCRIPT)
 
 import perfscript  # noqa: E402
-import lj_merge  # noqa: E402
+import ljframes  # noqa: E402
 
 
 def run(args, stdin=None, timeout=120):
@@ -141,6 +141,13 @@ class TmpDir(unittest.TestCase):
 
 
 # ================================================================= parsing
+def read(lines):
+    """The Samples perfscript.Reader finds in LINES."""
+    import io
+    data = ("\n".join(lines) + "\n").encode()
+    return [x for x in perfscript.Reader(io.BytesIO(data)) if type(x) is perfscript.Sample]
+
+
 class Parsing(unittest.TestCase):
     def test_default_header(self):
         h = perfscript.parse_header("cstack  6251   832.171767:    5025125 cpu-clock:pppH: ")
@@ -156,9 +163,11 @@ class Parsing(unittest.TestCase):
         h = perfscript.parse_header("Web Content 2 1234/1240 [003] 10.000001: 1 cycles:u: ")
         self.assertEqual((h.comm, h.pid, h.tid, h.period, h.event),
                          ("Web Content 2", 1234, 1240, 1, "cycles:u"))
-        fast = perfscript.parse_header_fast(
-            "Web Content 3 1234/1241 [001] 10.000002: 7 cycles:u: ".split(), h.layout)
-        self.assertEqual(fast, ("Web Content 3", 1234, 1241, "10.000002", 7, "cycles:u"))
+        # the next header of the same layout, read by position
+        two = read([
+            "Web Content 2 1234/1240 [003] 10.000001: 1 cycles:u: ", "\t10 f (/x)", "",
+            "Web Content 3 1234/1241 [001] 10.000002: 7 cycles:u: ", "\t10 f (/x)", ""])
+        self.assertEqual(two[1][:6], ("Web Content 3", 1234, 1241, "10.000002", 7, "cycles:u"))
 
     def test_no_time_no_period(self):
         h = perfscript.parse_header("cs worker 26046 ")
@@ -177,11 +186,14 @@ class Parsing(unittest.TestCase):
             h = perfscript.parse_header(s)
             self.assertTrue(h is None or (h.pid is None and h.tid is None), s)
 
-    def test_fast_rejects_other_layouts(self):
-        h = perfscript.parse_header("a 1/2 3.000004: 5 cpu-clock: ")
-        self.assertIsNone(perfscript.parse_header_fast(
-            "a 1/2 3.000004: 5 cpu-clock: 12 f (/x)".split(), h.layout))
-        self.assertIsNone(perfscript.parse_header_fast("a x/2 3.1: 5 e:".split(), h.layout))
+    def test_layout_rejects_other_shapes(self):
+        got = read([
+            "a 1/2 3.000004: 5 cpu-clock: ", "\t10 f (/x)", "",
+            "a 1/2 3.000005: 5 cpu-clock: 12 f (/x)", "",
+            "a x/2 3.1: 5 e:", "\t10 f (/x)", ""])
+        self.assertEqual(len(got), 3)
+        self.assertEqual((got[1].comm, got[1].inline), ("a", "12 f (/x)"))
+        self.assertEqual((got[2].comm, got[2].pid, got[2].tid), ("a x/2", None, None))
 
     def test_split_frame(self):
         sf = perfscript.split_frame
@@ -209,7 +221,7 @@ class Parsing(unittest.TestCase):
 
 class Naming(unittest.TestCase):
     def test_builtins(self):
-        b = lj_merge.builtin_name
+        b = ljframes.builtin_name
         cases = {"lj_ff_string_byte": "string.byte", "lj_ff_math_sqrt": "math.sqrt",
                  "lj_ff_coroutine_resume": "coroutine.resume",
                  "lj_ff_coroutine_wrap_aux": "coroutine.wrap_aux",
@@ -222,38 +234,38 @@ class Naming(unittest.TestCase):
             self.assertEqual(b(sym), want, sym)
 
     def test_classification(self):
-        mk = lj_merge.make_frame
-        self.assertEqual(mk("12d4 lj_BC_FORL+0x0 (/usr/bin/luajit)").kind, lj_merge.K_VM)
+        mk = ljframes.make_frame
+        self.assertEqual(mk("12d4 lj_BC_FORL+0x0 (/usr/bin/luajit)").kind, ljframes.K_VM)
         self.assertTrue(mk("12d4 lj_BC_FORL+0x0 (/usr/bin/luajit)").interp)
         # VM code runs with BX = the bytecode PC, except where C is entered
         for s in ("lj_cont_ra", "lj_vmeta_call", "lj_fff_fallback", "lj_vm_fp_CALL"):
             fr = mk("10 %s+0x1 (/usr/bin/luajit)" % s)
-            self.assertEqual(fr.kind, lj_merge.K_VM, s)
+            self.assertEqual(fr.kind, ljframes.K_VM, s)
             self.assertTrue(fr.interp, s)
         for s in ("lj_vm_pcall", "lj_vm_ffi_call", "lj_vm_ffi_callback"):
             fr = mk("10 %s+0x1 (/usr/bin/luajit)" % s)
-            self.assertEqual(fr.kind, lj_merge.K_VM, s)
+            self.assertEqual(fr.kind, ljframes.K_VM, s)
             self.assertFalse(fr.interp, s)
         # arithmetic helpers are work, not plumbing (and BX may pass them)
         for s in ("lj_vm_mod", "lj_vm_modi", "lj_vm_floor_sse", "lj_vm_foldfpm.cold"):
             fr = mk("10 %s+0x1 (/usr/bin/luajit)" % s)
-            self.assertEqual((fr.kind, fr.name), (lj_merge.K_C, s.split(".")[0]), s)
+            self.assertEqual((fr.kind, fr.name), (ljframes.K_C, s.split(".")[0]), s)
             self.assertTrue(fr.interp, s)
         # the FFI call machinery is plumbing, BX is not the PC in it
         for s in ("lj_ccall_func", "lj_ccallback_enter"):
             fr = mk("10 %s+0x1 (/usr/bin/luajit)" % s)
-            self.assertEqual(fr.kind, lj_merge.K_VM, s)
+            self.assertEqual(fr.kind, ljframes.K_VM, s)
             self.assertFalse(fr.interp, s)
         for s in ("lj_gc_step", "lj_tab_new", "lj_str_new"):
             fr = mk("10 %s+0x1 (/usr/lib/libluajit-5.1.so.2)" % s)
-            self.assertEqual((fr.kind, fr.name), (lj_merge.K_C, s))
+            self.assertEqual((fr.kind, fr.name), (ljframes.K_C, s))
         fr = mk("10 lj_ff_string_byte+0x1 (/usr/bin/luajit)")
-        self.assertEqual((fr.kind, fr.name), (lj_merge.K_BUILTIN, "string.byte"))
+        self.assertEqual((fr.kind, fr.name), (ljframes.K_BUILTIN, "string.byte"))
         fr = mk("80 fib@fib.lua:1+0x4 (/tmp/jitted-77-3.so)")
         self.assertEqual((fr.kind, fr.label, fr.pid, fr.index, fr.off),
-                         (lj_merge.K_LUA, "fib@fib.lua:1", 77, 3, 4))
+                         (ljframes.K_LUA, "fib@fib.lua:1", 77, 3, 4))
         fr = mk("80 TRACE_3::fib.lua:5::fib@fib.lua:1+0x0 (/tmp/jitted-77-4.so)")
-        self.assertEqual((fr.kind, fr.label, fr.tline), (lj_merge.K_TRACE, "fib@fib.lua:1", 5))
+        self.assertEqual((fr.kind, fr.label, fr.tline), (ljframes.K_TRACE, "fib@fib.lua:1", 5))
         fr = mk("7f0000001000 [unknown] ([unknown])")
         self.assertTrue(fr.dyn)
         self.assertEqual(mk("1234 [unknown] (/usr/lib/libc.so.6)").name, "[libc.so.6]")
@@ -264,11 +276,11 @@ class Naming(unittest.TestCase):
         self.assertEqual(mk("10 a;b+0x1 (/x)").name, "a:b")
 
     def test_trace_name(self):
-        self.assertEqual(lj_merge.parse_trace_name("TRACE_12::x.lua:7::M.f@x.lua:3"),
+        self.assertEqual(ljframes.parse_trace_name("TRACE_12::x.lua:7::M.f@x.lua:3"),
                          ("M.f@x.lua:3", 7))
-        self.assertEqual(lj_merge.parse_trace_name("TRACE_1::x.lua:7::obj:m@x.lua:3"),
+        self.assertEqual(ljframes.parse_trace_name("TRACE_1::x.lua:7::obj:m@x.lua:3"),
                          ("obj:m@x.lua:3", 7))
-        self.assertIsNone(lj_merge.parse_trace_name("fib@x.lua:3"))
+        self.assertIsNone(ljframes.parse_trace_name("fib@x.lua:3"))
 
 
 # ================================================================= jitdump fallback
@@ -662,6 +674,32 @@ class Robustness(TmpDir):
         out = self.merge(txt)
         want = "x;" + ";".join("f%d" % (i % 7) for i in reversed(range(20000)))
         self.assertEqual(out, {want: 3, "x;" + HOST_STACK: 4})
+
+    def test_inconsistent_sample_is_dropped(self):
+        # A sample that trips an internal error (here: the BX line lookup,
+        # made to fail for one register value) is dropped and counted; the
+        # others are folded.
+        import io
+        import lj_merge
+        import merger
+        txt = (sample("x", 1, 1, 1, [(0x12d4, "lj_BC_FORL", 0, EXE)] + HOST, 10, bx=0xbad) +
+               sample("x", 1, 1, 2, HOST, 20))
+        real = merger.Folder.leaf_line
+
+        def leaf_line(self, frames, bx):
+            if bx == 0xbad:
+                raise KeyError(bx)
+            return real(self, frames, bx)
+        merger.Folder.leaf_line = leaf_line
+        try:
+            opts = lj_merge.make_parser().parse_args(["--lines", "--jitdump", self.tmp])
+            m, st, _ = lj_merge.merge(io.BytesIO(txt.encode()), opts, print)
+        finally:
+            merger.Folder.leaf_line = real
+        self.assertEqual((m.dropped, st.samples), (1, 2))
+        m.settle()
+        self.assertEqual([(";".join(f[0] for f in fr), w) for fr, _, w, *_ in m.stacks(0)],
+                         [("x;" + HOST_STACK, 20)])
 
     def test_empty_input(self):
         for data in (b"", b"\n\n\n"):

@@ -115,26 +115,16 @@ class Sample:
 
 
 def parse_script(text):
-    """perf script text (callchains, optional srcline lines) -> [Sample]."""
-    out, cur = [], None
-    for line in text.split("\n"):
-        if not line.strip():
+    """perf script text (callchains, optional srcline lines) -> [Sample],
+    read with perfscript (the one reader); time in ns."""
+    out = []
+    for x in perfscript.iter_samples(text.split("\n")):
+        if x.time is None:
             continue
-        if line[0] == "\t":
-            fr = perfscript.split_frame(line.strip())
-            if fr is not None and cur is not None:
-                cur.frames.append(Frame(fr[0], fr[1], fr[3], None))
-        elif line.startswith("  "):
-            if cur is not None and cur.frames and cur.frames[-1].srcline is None:
-                cur.frames[-1] = cur.frames[-1]._replace(srcline=line.strip())
-        elif perfscript.is_reg_line(line):
-            if cur is not None:
-                cur.regs = line
-        else:
-            h = perfscript.parse_header(line)
-            if h is not None and h.time is not None:
-                cur = Sample(h.pid, h.tid, perfscript.time_to_ns(h.time)[0])
-                out.append(cur)
+        cur = Sample(x.pid, x.tid, perfscript.time_to_ns(x.time)[0])
+        cur.frames = [Frame(f[0], f[1], f[3], sl) for f, sl in zip(x.frames, x.srclines)]
+        cur.regs = x.regs
+        out.append(cur)
     return out
 
 
@@ -504,7 +494,7 @@ def check_pc_lines(s, data, pid, dump, fns):
     """Interpreter samples: BX holds the bytecode PC (--user-regs=bx). Looked
     up in the dump's line table (the load live at the sample's time), it is
     in the leaf Lua function and on a line of its loop."""
-    d = ljresolve.load_dump(dump, jitdump)
+    d = ljresolve.load_dump(dump)
     byname = {fn.label: fn for fn in fns}
     n, bad = 0, collections.Counter()
     for x in s.script(data, pid=pid, regs=True):

@@ -185,6 +185,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(ROOT, 'perf-script'))
+import perfscript  # noqa: E402  (the one perf script reader)
 
 ROOTS = {
     'main': 'main',
@@ -194,9 +196,6 @@ ROOTS = {
     'etp_proc': 'thread start',
 }
 FIELDS = 'comm,pid,tid,time,period,ip,sym,symoff,dso,uregs'
-HEADER = re.compile(r'^(?P<comm>.*?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+(?P<time>[\d.]+):\s*(?P<period>\d+)?')
-FRAME = re.compile(r'^\s+(?P<addr>[0-9a-f]+)\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)$')
-SYMOFF = re.compile(r'\+0x[0-9a-f]+$')
 
 # Folded-stack thresholds (shares of weight, see the docstring).
 MIN_VALID = 99.0        # % of what a check looks at that must have the expected shape
@@ -217,24 +216,16 @@ class Sample:
 
 
 def parse_script(path):
+    """perf script text -> [Sample], read with perfscript (the one reader)."""
     samples = []
-    cur = None
-    with open(path, encoding='utf-8', errors='replace') as f:
-        for line in f:
-            line = line.rstrip('\n')
-            if not line or line.startswith(' ABI:'):
+    with open(path, 'rb') as f:
+        for x in perfscript.read_samples(f):
+            if x.pid is None:
                 continue
-            if line[0] in ' \t':
-                m = FRAME.match(line)
-                if m and cur is not None:
-                    cur.frames.append((int(m.group('addr'), 16),
-                                       SYMOFF.sub('', m.group('sym')), m.group('dso')))
-                continue
-            m = HEADER.match(line)
-            if m:
-                cur = Sample(m.group('comm'), int(m.group('pid')), int(m.group('tid')),
-                             int(m.group('period') or 1))
-                samples.append(cur)
+            cur = Sample(x.comm, x.pid, x.tid, x.period or 1)
+            cur.frames = [(a, sym or '[unknown]', dso or '[unknown]')
+                          for a, sym, _, dso in x.frames]
+            samples.append(cur)
     return samples
 
 

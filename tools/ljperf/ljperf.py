@@ -50,6 +50,13 @@ STOP_GRACE = 10.0            # seconds perf gets to stop after SIGINT
 # symlink) and where its source is (tools/ljperf).
 BIN_DIR = os.path.dirname(os.path.abspath(__file__))
 SRC_DIR = os.path.dirname(os.path.realpath(__file__))
+# lj_merge's modules: the perf script reader, the jitdump reader and the
+# frame vocabulary (ljperf colours frames with the kinds lj_merge uses).
+sys.path.insert(0, os.path.normpath(os.path.join(SRC_DIR, os.pardir, os.pardir,
+                                                 "perf-script")))
+import jitdump  # noqa: E402
+import perfscript  # noqa: E402
+from ljframes import KINDS, frame_kind  # noqa: E402
 
 
 class Fail(Exception):
@@ -391,15 +398,6 @@ def perf_event_name(perf, outdir, data):
     return lines[0] if r.returncode == 0 and lines else None
 
 
-def jitdump_module():
-    """perf-script/jitdump.py (next to lj_merge)."""
-    d = os.path.join(SRC_DIR, os.pardir, os.pardir, "perf-script")
-    if d not in sys.path:
-        sys.path.insert(0, d)
-    import jitdump
-    return jitdump
-
-
 def sampled_addrs(perf, outdir, data):
     """Every user address in DATA's samples (IPs and callchains), and the
     byte before each (a return address's call), or None if perf fails."""
@@ -409,14 +407,11 @@ def sampled_addrs(perf, outdir, data):
     if r.returncode != 0:
         return None
     addrs = set()
-    for ln in r.stdout.split():
-        try:
-            a = int(ln, 16)
-        except ValueError:
-            continue
-        if 0 < a < 0x800000000000:
-            addrs.add(a)
-            addrs.add(a - 1)
+    for s in perfscript.iter_samples(r.stdout.split("\n")):
+        for a, _, _, _ in s.frames:
+            if 0 < a < 0x800000000000:
+                addrs.add(a)
+                addrs.add(a - 1)
     return addrs
 
 
@@ -433,13 +428,12 @@ def prune_dumps(perf, outdir, data):
     if addrs is None:
         say("warning: perf script -F ip failed; perf inject gets the full jitdumps")
         return
-    jd = jitdump_module()
     for p in dumps.values():
         full, tmp = p + ".full", p + ".pruned"
         try:
             if os.path.exists(full):   # pruned before (ljperf report): start over
                 shutil.copyfile(full, p)
-            kept, total = jd.prune(p, tmp, addrs)
+            kept, total = jitdump.prune(p, tmp, addrs)
             if kept < total:
                 os.replace(p, full)
                 os.replace(tmp, p)
@@ -544,55 +538,9 @@ def load_kinds(path):
 
 # -- Frame kinds (flame graph colours) -----------------------------------------
 
-# Colour classes, in the order the legend lists them. The palette itself is
-# in page/ljperf-page.js; docs/ljperf.md shows both.
-KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown")
-
-_VM_PREFIXES = ("lj_BC_", "lj_vm_", "lj_cont_", "lj_vmeta_", "lj_fff_")
-_RUNTIME_PREFIXES = ("lj_", "lua_", "luaL_", "luaJIT_", "luaopen_")
-_LUA_LABEL = re.compile(r"^(?:[^@;]*@)?[^@;]+:\d+(?::\d+)?$")
-_BUILTIN = re.compile(r"^(?:string|table|math|bit|io|os|debug|jit|ffi|package|buffer|"
-                      r"coroutine|file)[.:][A-Za-z_]\w*(?:\.\w+)*$")
-_PRIORITY = ("trace", "lua", "builtin", "vm", "kernel", "c")
-
-
-def frame_kind(name, said=None):
-    """Colour class of one folded frame below the root (comm) frame.
-
-    SAID is what `lj_merge --kinds` reported for NAME (a set of lua, trace,
-    builtin, vm, c, kernel); without it the kind is read from lj_merge's
-    naming (see lj_merge --help, "Frames"): `_[j]` suffix = JIT trace (with
-    --jit-tag), NAME@CHUNK:LINE or CHUNK:LINE[:CURLINE] = Lua function,
-    lj_BC_*/lj_vm_*/... = VM, string.byte/file:write/... = builtin, `_[k]` =
-    kernel (FlameGraph's convention), anything else = C.
-    Then C functions of LuaJIT itself (lj_*, lua_*, luaL_*, luaJIT_*,
-    luaopen_*: the runtime, GC, JIT compiler, C API) count as "vm", and
-    `[unknown]` (an address nothing names) and `[no call chain]` (a
-    sample perf printed without frames) are "unknown"."""
-    if name in ("[unknown]", "[no call chain]"):
-        return "unknown"
-    kind = None
-    if said:
-        for k in _PRIORITY:
-            if k in said:
-                kind = k
-                break
-    if kind is None:
-        if name.endswith("_[j]"):
-            kind = "trace"
-        elif name.endswith("_[k]"):
-            kind = "kernel"
-        elif name.startswith(_VM_PREFIXES):
-            kind = "vm"
-        elif _LUA_LABEL.match(name):
-            kind = "lua"
-        elif _BUILTIN.match(name):
-            kind = "builtin"
-        else:
-            kind = "c"
-    if kind == "c" and name.startswith(_RUNTIME_PREFIXES):
-        kind = "vm"
-    return kind
+# Colour classes and the kind of a printed frame: ljframes (lj_merge's
+# frame vocabulary), KINDS in the order the legend lists them. The palette
+# itself is in page/ljperf-page.js; docs/ljperf.md shows both.
 
 
 def build_tree(stacks, kinds):

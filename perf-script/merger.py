@@ -1,0 +1,411 @@
+"""lj_merge's core: one perf script sample in, one raw stack key out
+(Merger), and raw stacks folded into printed frames (Folder).
+
+Invariants:
+- A raw stack is (comm, pid, tid, frames, leafline): FRAMES a tuple of
+  interned ljframes.Fr, leaf first, dynamic frames already resolved as of
+  the sample's time. Memory grows with distinct stacks and distinct
+  callchain texts, not with the input.
+- A sample's callchain text is parsed once (chain cache); the cost per
+  sample is a few dict lookups.
+- One sample that trips an internal inconsistency is dropped and counted
+  (Merger.dropped); it never ends the run.
+"""
+
+import os
+
+from perfscript import Event, is_srcline, parse_reg, time_end_ns
+from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
+                      make_frame, name_frame)
+
+# A Lua frame record's ret is the return PC into the function's callee, or,
+# before it made a call (or when the VM rebuilt the record), the address
+# after its first instruction (FUNCF/FUNCV, never a call): that frame's
+# current line is unknown (printed `?` by --lines) unless BX gives it.
+ENTRY_OFF = 4
+
+# Caches are emptied when they pass these sizes (bounded memory).
+CHAIN_CACHE_BYTES = 32 << 20
+LINE_CACHE = 500000
+DYN_MEMO = 200000
+
+
+class Folder:
+    """Turns one raw stack (interned frames, leaf first) into printed
+    frames, root first: (name, kind name, line) where NAME is what folded
+    output prints (with ':LINE' under --lines) and LINE the Lua line or None."""
+
+    def __init__(self, opts, resolver):
+        self.keep_vm = opts.keep_vm
+        self.jit_tag = opts.jit_tag
+        self.lines = opts.lines
+        self.res = resolver
+
+    def _lua_line(self, fr):
+        """Current line of a Lua or trace frame (int), "?" when its record
+        does not know it, None without line information."""
+        if fr.lines is None:
+            ld = fr.load or self.res.load_of(fr)
+            ln = None
+            if ld is not None and fr.off is not None:
+                if fr.off == ENTRY_OFF and fr.kind == K_LUA:
+                    ln = "?"
+                else:
+                    ln = ld.line_at(ld.addr + fr.off)
+            if ln is None and fr.kind == K_TRACE:
+                ln = fr.tline
+            fr.lines = ln if ln is not None else 0
+        return fr.lines or None
+
+    def _fill_name(self, fr):
+        """jitted frame printed as [unknown]: take the name from its load."""
+        ld = self.res.load_of(fr)
+        if ld is None:
+            return None
+        nf = name_frame(ld.name, ld, fr.off)
+        fr.kind, fr.name, fr.label, fr.tline = nf.kind, nf.name, nf.label, nf.tline
+        return fr
+
+    def _lua(self, fr, leafline, first):
+        label = fr.label
+        ln = None
+        if self.lines:
+            ln = leafline if (first and leafline is not None) else self._lua_line(fr)
+            if ln is not None:
+                label = "%s:%s" % (label, ln)
+        return (label, "lua", ln)
+
+    def _trace(self, fr):
+        name = fr.label
+        ln = None
+        if self.lines:
+            ln = self._lua_line(fr)
+            if ln is not None:
+                name = "%s:%d" % (name, ln)
+        if self.jit_tag:
+            name += "_[j]"
+        return (name, "trace", ln)
+
+    def fold(self, frames, leafline):
+        """Printed frames of FRAMES (leaf first), root first. Rules (see
+        lj_merge --help, Frames): VM plumbing and the FFI call machinery
+        dropped; a trace merges with the frame of its own function right
+        below it; lj_ff_x + lj_ffh_x is one builtin call."""
+        out = []
+        prev_owner = None          # label of the trace frame just emitted
+        prev_builtin = None        # (name, sym) of the builtin just emitted
+        first_lua = True
+        ccall = False              # the frame just before was lj_ccall_func
+        for fr in frames:
+            k = fr.kind
+            if k == K_VM:
+                if self.keep_vm:
+                    out.append((fr.name, "vm", None))
+                    prev_builtin = None
+                ccall = fr.ffi and fr.name == "lj_ccall_func"
+                continue
+            if ccall:
+                ccall = False
+                if fr.sym == "lj_cf_ffi_meta___call" and not self.keep_vm:
+                    continue               # cdata call: part of the FFI call
+            if k == K_LUA and fr.label is None:
+                if self._fill_name(fr) is None:
+                    out.append(("[unknown]", "lua", None))
+                    prev_owner = prev_builtin = None
+                    continue
+                k = fr.kind
+            if k == K_LUA:
+                if prev_owner is not None and prev_owner == fr.label:
+                    prev_owner = None      # where the trace was entered
+                else:
+                    out.append(self._lua(fr, leafline, first_lua))
+                    prev_owner = prev_builtin = None
+                first_lua = False
+            elif k == K_TRACE:
+                out.append(self._trace(fr))
+                prev_owner = fr.label
+                prev_builtin = None
+                first_lua = False
+            elif k == K_BUILTIN:
+                if prev_builtin is not None and prev_builtin[0] == fr.name and \
+                        prev_builtin[1] != fr.sym:
+                    continue               # lj_ff_x + lj_ffh_x: one call
+                out.append((fr.name, "builtin", None))
+                prev_builtin = (fr.name, fr.sym)
+                prev_owner = None
+            else:
+                out.append((fr.name, KIND_NAMES[k], None))
+                prev_owner = prev_builtin = None
+        out.reverse()
+        return out
+
+    def leaf_line(self, frames, bx):
+        """Line of BX in the innermost Lua function, if BX is inside it and
+        only VM code or frameless VM helpers (lj_vm_mod...) run above it:
+        there BX is the interpreter's PC, while the function's own record
+        still holds its first instruction."""
+        for fr in frames:
+            if fr.interp:
+                continue
+            if fr.kind != K_LUA:
+                return None
+            ld = fr.load or self.res.load_of(fr)
+            if ld is None or not (ld.addr <= bx < ld.end):
+                return None
+            return ld.line_at(bx)
+        return None
+
+
+def root_name(comm, pid, tid, mode):
+    """The root frame: comm (MODE 0), comm-PID (1) or comm-PID/TID (2)."""
+    c = comm if comm else "[unknown]"
+    if " " in c or ";" in c:
+        c = c.replace(" ", "_").replace(";", ":")
+    if mode == 0:
+        return c
+    if mode == 1:
+        return "%s-%s" % (c, pid if pid is not None else "?")
+    return "%s-%s/%s" % (c, pid if pid is not None else "?",
+                         tid if tid is not None else "?")
+
+
+class Merger:
+    """Feeds on perfscript.Reader batches (feed()); stacks() then yields
+    each distinct stack."""
+
+    def __init__(self, opts, resolver):
+        self.res = resolver
+        self.folder = Folder(opts, resolver)
+        self.want_bx = opts.lines
+        # --event NAME filters while reading, "all" not at all; by default
+        # settle() keeps the event with the most samples (a damaged first
+        # sample must not decide).
+        self.ev_filter = opts.event if opts.event != "all" else None
+        self.ev_fixed = opts.event is not None
+        self.counts = {}           # (comm, pid, tid, frames, leafline, event) -> [samples, weight]
+        self.lcache = {}           # callchain line -> Fr, None (ignored) or False (malformed)
+        self.ccache = {}           # callchain text -> (frames, dyn, malformed, memo)
+        self.csize = 0
+        self.dirs_seen = set()
+        self.pid_cache = {}        # tid -> pid (perf printed only the tid)
+        self.sole_pid = False      # not looked up yet (input without pid/tid)
+        self.bad = 0               # malformed callchain lines
+        self.dropped = 0           # samples dropped on an internal inconsistency
+        self.bx_seen = False       # a register line read for --lines
+        self.other_events = 0
+
+    # -- one callchain ------------------------------------------------------
+
+    def _line(self, line):
+        """Interned frame of one callchain line (cached by its text)."""
+        text = line.strip()
+        if not text:
+            fr = None                        # a tab-only line: ignored
+        else:
+            fr = make_frame(text) or False   # False: malformed
+            if fr and fr.dyn and fr.addr == 0:
+                fr = None                    # return address 0: the bottom of a
+                                             # coroutine stack, not a frame
+        if fr and fr.index is not None:
+            # perf inject writes jitted-PID-N.so next to jit-PID.dump
+            m = text.rfind(" (")
+            self._saw_dir(os.path.dirname(text[m + 2:-1]) if m >= 0 else "")
+        if len(self.lcache) > LINE_CACHE:
+            self.lcache.clear()
+        self.lcache[line] = fr
+        return fr
+
+    def _chain(self, chain):
+        """(frames tuple, has dynamic frames, malformed lines, memo) of a
+        callchain text; srcline lines ('  '-led after a frame) are skipped."""
+        fl = []
+        dyn = False
+        nb = 0
+        get = self.lcache.get
+        prev = ""
+        for ln in chain.split("\n"):
+            c = ln[:1]
+            if c != "\t":
+                if c and not (prev and is_srcline(ln)):
+                    nb += 1               # not the srcline of a frame line
+                prev = ""
+                continue
+            prev = ln
+            fr = get(ln)
+            if fr is None:
+                fr = self._line(ln)
+                if fr is None:
+                    continue
+            if fr:
+                fl.append(fr)
+                if fr.dyn:
+                    dyn = True
+            else:
+                nb += 1
+        ent = (tuple(fl), dyn, nb, {} if dyn else None)
+        self.csize += len(chain) + 100
+        if self.csize > CHAIN_CACHE_BYTES:
+            self.ccache.clear()
+            self.csize = len(chain) + 100
+        self.ccache[chain] = ent
+        return ent
+
+    def _saw_dir(self, d):
+        if d and d not in self.dirs_seen:
+            self.dirs_seen.add(d)
+            self.res.add_dir(d)
+
+    # -- one sample ---------------------------------------------------------
+
+    def feed(self, batch):
+        """A list of perfscript Samples and Events, in input order (one
+        call per batch: the per-sample work below is the hot loop)."""
+        counts = self.counts
+        ccache = self.ccache
+        ev_fixed = self.ev_filter if self.ev_fixed else None
+        ev_key = not self.ev_fixed     # settle() picks the event at the end
+        want_bx = self.want_bx
+        res = self.res
+        for s in batch:
+            if type(s) is Event:
+                self.event(s)
+                continue
+            comm, pid, tid, time, period, event, chain, regs, inline = s
+            if event is not None and ev_fixed is not None and event != ev_fixed:
+                if event.split(":", 1)[0] != ev_fixed:
+                    self.other_events += 1
+                    continue
+            try:
+                ent = ccache.get(chain)
+                if ent is None:
+                    ent = self._chain(chain)
+                fl, dyn, nb, memo = ent
+                if not fl and inline:      # a sample recorded without -g
+                    fl, dyn, _, memo = self._chain("\t" + inline)
+                if dyn:
+                    if pid is None:
+                        pid = self._pid(tid)
+                    m = memo.get(pid)      # see _resolve
+                    if m is not None and m[0] == res.gen and \
+                            (time is None or float(time) >= m[1]):
+                        fl = m[2]
+                    else:
+                        fl = self._resolve(fl, memo, pid, time)
+                leaf = None
+                if regs is not None and want_bx and fl and fl[0].interp:
+                    self.bx_seen = True
+                    bx = parse_reg(regs, "BX")
+                    if bx is not None:
+                        leaf = self.folder.leaf_line(fl, bx)
+            except Exception:          # noqa: BLE001 -- one sample, not the run
+                self.dropped += 1
+                continue
+            key = (comm, pid, tid, fl, leaf, event if ev_key else None)
+            c = counts.get(key)
+            if c is None:
+                counts[key] = [1, 1 if period is None else period]
+            else:
+                c[0] += 1
+                c[1] += 1 if period is None else period
+            if nb:
+                self.bad += nb
+
+    def _pid(self, tid):
+        """Process of a sample perf printed without its pid."""
+        if tid is None:
+            if self.sole_pid is False:
+                self.sole_pid = self.res.sole_pid()
+            return self.sole_pid
+        p = self.pid_cache.get(tid)
+        if p is None:
+            p = self.pid_cache[tid] = self.res.pid_of(tid)
+        return p
+
+    def _resolve(self, fl, memo, pid, time):
+        """FL with its dynamic frames resolved for PID at TIME. MEMO (per
+        callchain) holds, per pid, (Resolver.gen, the time in s from which
+        the result stays valid (+2 us: perf prints us), the result); feed()
+        checks it first."""
+        res = self.res
+        t_end = time_end_ns(time) if time is not None else None
+        key = (pid, fl)
+        dm = res.memo.get(key)
+        if dm is not None and (t_end is None or t_end >= dm[0]):
+            out = dm[1]
+        else:
+            out = tuple([res.resolve(pid, fr, t_end) if fr.dyn else fr for fr in fl])
+            if dm is None:
+                stable = res.stable_time(pid, fl)
+                if t_end is None or t_end >= stable:
+                    if len(res.memo) > DYN_MEMO:
+                        res.memo.clear()
+                        res.gen += 1
+                    res.memo[key] = dm = (stable, out)
+        if dm is not None and dm[1] is out:
+            memo[pid] = (res.gen, dm[0] / 1e9 + 2e-6, out)
+        return out
+
+    def event(self, ev):
+        """One perfscript.Event: forks, execs and jitdump mmaps."""
+        t = time_end_ns(ev.time) if ev.time is not None else None
+        if ev.kind == "fork":
+            self.res.fork(ev.pid, ev.tid, ev.ppid, t)
+        elif ev.kind == "exec":
+            self.res.exec_(ev.pid, t)
+        elif ev.kind == "mmap":
+            b = os.path.basename(ev.path)
+            if b.startswith("jit-") and b.endswith(".dump"):
+                self._saw_dir(os.path.dirname(ev.path))
+
+    # -- the result ---------------------------------------------------------
+
+    def settle(self):
+        """Picks the event to keep (without --event: the one with the most
+        samples, the first seen on a tie) and counts the others' samples in
+        other_events. Returns the event kept, or None."""
+        if self.ev_fixed:
+            return self.ev_filter
+        tally = {}
+        for key, (n, _) in self.counts.items():
+            tally[key[5]] = tally.get(key[5], 0) + n
+        named = [e for e in tally if e is not None]
+        if named:
+            keep = max(named, key=lambda e: tally[e])   # max() keeps the first
+            self.ev_filter = keep
+            self.other_events = sum(n for e, n in tally.items()
+                                    if e is not None and e != keep)
+        return self.ev_filter
+
+    def stacks(self, root_mode):
+        """Yields (frames, samples, weight, comm, pid, tid) per distinct
+        stack of the event kept (settle() first): FRAMES root first as
+        (name, kind, line), KIND one of ljframes.KIND_NAMES, "root" for the
+        root frame, None for [no call chain]; WEIGHT the sum of periods (1
+        per sample without). PID is None when perf printed none and the
+        roots do not need it (a tid's process is looked up in the jitdumps
+        only for --pid/--tid roots and for Lua frames)."""
+        fold = self.folder.fold
+        folded = {}                # (frames, leafline) -> printed frames
+        roots = {}
+        keep = None if self.ev_fixed else self.ev_filter
+        merged = {}                # the same stack of other events' keys
+        for (comm, pid, tid, fl, leaf, ev), (n, w) in self.counts.items():
+            if keep is not None and ev is not None and ev != keep:
+                continue
+            k = (comm, pid, tid, fl, leaf)
+            c = merged.get(k)
+            merged[k] = (n, w) if c is None else (c[0] + n, c[1] + w)
+        for (comm, pid, tid, fl, leaf), (n, w) in merged.items():
+            fk = (fl, leaf)
+            names = folded.get(fk)
+            if names is None:
+                # A sample header without any frame: perf script drops a whole
+                # chain that holds a value in -4095..-1 (frameless code).
+                names = folded[fk] = fold(fl, leaf) if fl else [(NO_CHAIN, None, None)]
+            if pid is None and root_mode:   # the tid's process, or the one assumed
+                pid = self._pid(tid)
+            rk = (comm, pid, tid)
+            root = roots.get(rk)
+            if root is None:
+                root = roots[rk] = (root_name(comm, pid, tid, root_mode), "root", None)
+            yield [root] + names, n, w, comm, pid, tid

@@ -77,6 +77,9 @@ class Frame(NamedTuple):
 
 def _varint(out, v):
     """Appends V (int64/uint64; negatives as two's complement) as a varint."""
+    if 0 <= v < 0x80:                  # most ids, lines, tags: one byte
+        out.append(v)
+        return
     if v < 0:
         v += 1 << 64
     while v > 0x7f:
@@ -129,6 +132,7 @@ class Profile:
         self.mappings = {}         # (dso, build_id) -> [id, lo, hi]
         self.locations = {}        # Frame -> id
         self.loc_bytes = []        # encoded Location messages
+        self.loc_ids = [b""]       # location id -> its varint (samples' ids)
         self.samples = {}          # (location ids leaf first, labels) -> [count, ns]
         self.period_ns = int(period_ns or 0)
         self.duration_ns = int(duration_ns or 0)
@@ -175,6 +179,9 @@ class Profile:
             _bytes(buf, 4, self._line(g))            # Location.line
         _bytes(buf, 4, self._line(f))                # the caller last
         self.loc_bytes.append(bytes(buf))
+        vi = bytearray()
+        _varint(vi, i)
+        self.loc_ids.append(bytes(vi))
         return i
 
     def add(self, frames, count, period_ns=None, labels=None):
@@ -182,7 +189,8 @@ class Profile:
         samples, PERIOD_NS their total nanoseconds (default COUNT times the
         profile's period), LABELS {key: str or int} (pid, tid, comm...)."""
         frames = [f if isinstance(f, Frame) else Frame(str(f)) for f in frames]
-        locs = tuple(self._location(f) for f in reversed(frames))
+        get = self.locations.get
+        locs = tuple(get(f) or self._location(f) for f in reversed(frames))
         lab = dict(labels or {})
         if frames and "kind" not in lab:
             lab["kind"] = frames[-1].kind
@@ -195,6 +203,18 @@ class Profile:
             v[0] += int(count)
             v[1] += int(ns)
 
+    def _labels(self, labels):
+        out = bytearray()
+        for k, v in labels:
+            lb = bytearray()
+            _int(lb, 1, self._str(k))                # Label.key
+            if isinstance(v, int):
+                _int(lb, 3, v)                       # Label.num
+            else:
+                _int(lb, 2, self._str(v))            # Label.str
+            _bytes(out, 3, lb)                       # Sample.label
+        return bytes(out)
+
     def _value_type(self, typ, unit):
         buf = bytearray()
         _int(buf, 1, self._str(typ))                 # ValueType.type
@@ -206,18 +226,16 @@ class Profile:
         out = bytearray()
         for t, u in (("samples", "count"), ("cpu", "nanoseconds")):
             _bytes(out, 1, self._value_type(t, u))   # Profile.sample_type
+        ids = self.loc_ids
+        label_bytes = {}
         for (locs, labels), (count, ns) in self.samples.items():
             s = bytearray()
-            _packed(s, 1, locs)                      # Sample.location_id
+            _bytes(s, 1, b"".join([ids[i] for i in locs]))   # Sample.location_id
             _packed(s, 2, (count, ns))               # Sample.value
-            for k, v in labels:
-                lb = bytearray()
-                _int(lb, 1, self._str(k))            # Label.key
-                if isinstance(v, int):
-                    _int(lb, 3, v)                   # Label.num
-                else:
-                    _int(lb, 2, self._str(v))        # Label.str
-                _bytes(s, 3, lb)                     # Sample.label
+            lb = label_bytes.get(labels)
+            if lb is None:
+                lb = label_bytes[labels] = self._labels(labels)
+            s += lb
             _bytes(out, 2, s)                        # Profile.sample
         for (dso, build_id), (i, lo, hi) in self.mappings.items():
             m = bytearray()
@@ -252,7 +270,7 @@ class Profile:
 
     def write(self, out):
         """Gzipped profile to OUT (a path or a binary file object)."""
-        data = gzip.compress(self.encode(), mtime=0)
+        data = gzip.compress(self.encode(), compresslevel=6, mtime=0)   # zlib's default
         if hasattr(out, "write"):
             out.write(data)
             return

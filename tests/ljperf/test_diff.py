@@ -4,10 +4,11 @@ folded difference.
   test_diff.py units    two hand-written folded files (no perf): the folded
                         output, the tree, colours and tooltips, worked out
                         by hand
-  test_diff.py record   the demo recorded twice (with --format speedscope), the second time with its Lua
-                        leaf made 4x heavier (same file, same lines): the Lua
-                        leaf grows red, the C leaf shrinks blue, with the
-                        change the two folded profiles give
+  test_diff.py record   the demo recorded twice (with --format speedscope),
+                        the second time with its Lua leaf made 4x heavier
+                        (same file, same lines): the Lua leaf grows red, the
+                        C leaf shrinks blue, with the change the two folded
+                        profiles give
 """
 
 import json
@@ -83,7 +84,8 @@ def units():
              "tip": ["before 70.0%", "after  0%",
                      "change \u221270.00 pp of all samples (only before)"]},
             {"path": pre + ["h"], "colour": "red",
-             "tip": ["before 0%", "after  40.0%", "change +40.00 pp of all samples (only after)"]}]},
+             "tip": ["before 0%", "after  40.0%",
+                     "change +40.00 pp of all samples (only after)"]}]},
             s.path("diff.png"))
         run(s, ["diff", a, b, "-o", html, "--absolute"])
         d = page_data(html)

@@ -4,7 +4,9 @@
   test_pprof.py units   hand-written stacks (no perf): exact values, lines,
                         two processes apart by label, malformed input
   test_pprof.py demo    the demo recorded by `ljperf record --lines` under
-                        real perf; shares compared with its profile.folded
+                        real perf; shares compared with its profile.folded;
+                        and a program that forks twice (--per-process): three
+                        processes apart by their pid label
 
 Expected values are worked out by hand (units) or counted straight from the
 folded text with string operations (demo), never by pprof.py. go missing or
@@ -104,8 +106,9 @@ def units():
                 "-raw: leaf's location: file, line 5, start line 3, system name leaf")
         # two processes, apart by label
         tags = go_pprof(["-tags", "-sample_index=samples"], p)
-        t.check(re.search(r"pid: Total 100\.0\s+60\.0 \(60\.00%\): 200\s+40\.0 \(40\.00%\): 100", tags)
-                is not None, "-tags: pid 200 has 60 samples, pid 100 has 40:\n" + tags)
+        t.check(re.search(r"pid: Total 100\.0\s+60\.0 \(60\.00%\): 200"
+                          r"\s+40\.0 \(40\.00%\): 100", tags) is not None,
+                "-tags: pid 200 has 60 samples, pid 100 has 40")
         t.check(re.search(r"kind: Total 100\.0\s+60\.0 \(60\.00%\): trace\s+30\.0 \(30\.00%\): lua"
                           r"\s+10\.0 \(10\.00%\): c", tags) is not None,
                 "-tags: the leaf's kind: trace 60, lua 30, c 10")
@@ -140,7 +143,8 @@ def malformed(s):
     p = convert(odd, s.path("odd.pb.gz"))
     rows = top(p, "-sample_index=samples")
     t.check(sum(r[0] for r in rows.values()) == 14,
-            "odd folded file opens, 5+3+4+2 = 14 samples kept (%s)" % [n[:40] for n in sorted(rows)])
+            "odd folded file opens, 5+3+4+2 = 14 samples kept (%s)"
+            % [n[:40] for n in sorted(rows)])
     prof = pprof.Profile(period_ns=10)
     prof.add([pprof.Frame(b"\xc3\x28bytes"), pprof.Frame("lone \udcff surrogate", kind="lua",
                                                            file="\udcfe", line=-1),
@@ -228,5 +232,53 @@ def demo():
                 "kind:  trace" in traces, "-traces: Lua frames, JIT traces, comm and kind")
 
 
+FORK_LUA = os.path.join(ROOT, "tests", "lj_merge", "capture", "real", "fork.lua")
+
+
+def processes():
+    """fork.lua: the parent (parent_work) and two children (child_a, child_b)
+    each spin for 1 s, so each process has about a third of the samples."""
+    luajit = t.built("bin", "luajit")
+    with t.Session() as s:
+        out = s.path("fork")
+        r = s.ljperf(["record", "-o", out, "--per-process", "--", luajit, "-joff",
+                      FORK_LUA, "1"])
+        t.check(r.returncode == 0, "ljperf record --per-process on fork.lua")
+        folded = t.folded(out)
+        total = sum(folded.values())
+        roots, owner = {}, {}
+        for st, w in folded.items():
+            fr = st.split(";")
+            pid = int(fr[0].rpartition("-")[2])
+            roots[pid] = roots.get(pid, 0) + w
+            for f in fr:
+                for fn in ("parent_work", "child_b"):
+                    if f.startswith(fn + "@"):
+                        owner.setdefault(fn, set()).add(pid)
+        t.check(len(roots) == 3 and all(len(v) == 1 for v in owner.values()) and
+                len(owner) == 2, "folded: 3 processes, parent_work and child_b in one "
+                                 "each (%s, %s)" % (roots, owner))
+        p = convert(out, s.path("fork.pb.gz"))
+        tags = go_pprof(["-tags"], p)
+        got = {int(m.group(2)): float(m.group(1))
+               for m in re.finditer(r"\(\s*([\d.]+)%\): (\d+)$", tags, re.M)}
+        want = {pid: 100.0 * w / total for pid, w in roots.items()}
+        t.check(set(got) == set(want) and
+                all(abs(got[k] - want[k]) < 0.011 for k in want) and
+                all(20 < v < 47 for v in got.values()),
+                "-tags: the three pids with their folded shares, about a third each "
+                "(%s)" % got)
+        for fn, other in (("parent_work", "child_b"), ("child_b", "parent_work")):
+            pid = next(iter(owner[fn]))
+            names = " ".join(top(p, "-tagfocus=pid=%d" % pid))
+            t.check(fn + "@" in names and other + "@" not in names,
+                    "-tagfocus=pid=%d: %s, no %s" % (pid, fn, other))
+
+
+def demo_and_processes():
+    demo()
+    processes()
+
+
 if __name__ == "__main__":
-    t.main({"units": units, "demo": demo}[sys.argv[1]])
+    t.main({"units": units, "demo": demo_and_processes}[sys.argv[1]])

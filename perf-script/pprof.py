@@ -174,7 +174,7 @@ class Profile:
             m[1] = min(m[1], f.address)
             m[2] = max(m[2], f.address)
             _int(buf, 2, m[0])                       # Location.mapping_id
-            _int(buf, 3, f.address)                  # Location.address
+        _int(buf, 3, f.address)                      # Location.address
         for g in reversed(f.inlined):                # innermost first
             _bytes(buf, 4, self._line(g))            # Location.line
         _bytes(buf, 4, self._line(f))                # the caller last
@@ -188,7 +188,7 @@ class Profile:
         """One merged stack: FRAMES root first (Frame or plain names), COUNT
         samples, PERIOD_NS their total nanoseconds (default COUNT times the
         profile's period), LABELS {key: str or int} (pid, tid, comm...)."""
-        frames = [f if isinstance(f, Frame) else Frame(str(f)) for f in frames]
+        frames = [f if isinstance(f, Frame) else Frame(f) for f in frames]
         get = self.locations.get
         locs = tuple(get(f) or self._location(f) for f in reversed(frames))
         lab = dict(labels or {})

@@ -53,7 +53,8 @@ class Side:
             raise lj.Fail("cannot read %s: %s" % (folded, e.strerror or e))
         self.kinds = lj.load_kinds(kinds_path) if kinds_path else {}
         self.total = sum(w for _, w in self.stacks)
-        self.title = meta.get("title") or os.path.basename(os.path.normpath(path))
+        self.title = os.path.basename(os.path.normpath(path))
+        self.command = meta.get("title")
 
 
 def folded_lines(before, after, absolute=False):
@@ -127,12 +128,13 @@ def write_html(before, after, out, lj, absolute=False):
     tree, biggest = diff_tree(before, after, lj, absolute)
     # ljperf.json names the event asked for, not always the one recorded
     # (cpu-clock without a PMU): weights are shown without a unit.
-    event = "weight"
     data = {"mode": "diff", "absolute": bool(absolute), "tree": tree,
             "title": "%s \u2192 %s" % (before.title, after.title),
-            "before": {"title": before.title, "total": before.total, "path": before.path},
-            "after": {"title": after.title, "total": after.total, "path": after.path},
-            "event": event, "unit": "",
+            "before": {"title": before.title, "total": before.total, "path": before.path,
+                       "command": before.command},
+            "after": {"title": after.title, "total": after.total, "path": after.path,
+                      "command": after.command},
+            "event": None, "unit": "", "weightName": "weight",
             "maxDelta": biggest, "total": tree["v"], "kindSelf": {}}
     lj.write_page(data, "diff " + data["title"], out)
 

@@ -17,7 +17,8 @@
 ** Diff mode (`ljperf diff`, data.mode "diff", see tools/ljperf/diff.py):
 ** each node also has a (BEFORE's weight) and b (AFTER's), v is the mean of
 ** the two shares; frames are red where the share grew, blue where it
-** shrank (lightness by |change| / data.maxDelta), grey when unchanged.
+** shrank (deeper linearly with |change| / data.maxDelta, so noise stays
+** pale), grey when unchanged.
 */
 (function () {
   "use strict";
@@ -74,9 +75,9 @@
   function diffColour(n) {
     var d = delta(n), m = data.maxDelta || 1;
     if (!d || n.k === "root") return "hsl(0,0%,86%)";
-    var x = Math.sqrt(Math.min(1, Math.abs(d) / m));
-    return "hsl(" + (d > 0 ? GROWN : SHRUNK) + "," + (55 + 35 * x).toFixed(0) + "%," +
-      (88 - 38 * x).toFixed(1) + "%)";
+    var x = Math.min(1, Math.abs(d) / m);    /* linear: noise stays pale */
+    return "hsl(" + (d > 0 ? GROWN : SHRUNK) + "," + (60 + 30 * x).toFixed(0) + "%," +
+      (92 - 42 * x).toFixed(1) + "%)";
   }
 
   function pct(v, of) {
@@ -97,7 +98,7 @@
       return ms >= 1000 ? (ms / 1000).toFixed(2) + " s" :
              ms >= 10 ? ms.toFixed(0) + " ms" : ms.toFixed(2) + " ms";
     }
-    return si(v) + " " + (data.event ? data.event.split(":")[0] : "samples");
+    return si(v) + " " + (data.event ? data.event.split(":")[0] : data.weightName || "samples");
   }
 
   function selfValue(node) {

@@ -38,13 +38,13 @@ Converter (until lj_merge writes pprof itself):
   pprof.py --from-folded FILE|DIR [-o OUT] [--weights count|ns] [--period NS]
 FILE is folded stacks (root;...;leaf WEIGHT); DIR an ljperf output directory
 (profile.folded, profile.kinds for the frame kinds, ljperf.json for the
-event, frequency and duration). Root frames comm, comm-PID or comm-PID/TID
+frequency, start and duration; perf evlist for the event). Root frames comm, comm-PID or comm-PID/TID
 become labels; Lua frames are parsed from lj_merge's naming.
 """
 
 import argparse
+import datetime
 import gzip
-import io
 import json
 import os
 import re
@@ -417,7 +417,12 @@ def main(argv=None):
                                else "count")
     period = opts.period or round(1e9 / (meta.get("frequency") or 999))
     duration = opts.duration if opts.duration is not None else meta.get("duration") or 0
-    prof = Profile(period_ns=period, duration_ns=round(duration * 1e9), event=event)
+    try:
+        start = round(datetime.datetime.fromisoformat(meta["recorded"]).timestamp() * 1e9)
+    except (KeyError, TypeError, ValueError):
+        start = 0
+    prof = Profile(period_ns=period, duration_ns=round(duration * 1e9), time_ns=start,
+                   event=event)
     try:
         with open(src, encoding="utf-8", errors="surrogateescape") as f:
             from_folded(f, prof, weights, kinds)

@@ -4,6 +4,7 @@
   ljperf record [-o DIR] [-F HZ] [--duration S] -- CMD [ARGS...]
   ljperf record -p PID [-o DIR] [-F HZ] [--duration S]
   ljperf report DIR
+  ljperf diff BEFORE AFTER [-o FILE] [--absolute] [--format html|folded]
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
 ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=bx),
@@ -19,7 +20,11 @@ then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
   ljperf.json (what was recorded), *.log (perf's own messages)
 
 `report DIR` renders profile.folded and flamegraph.html again from DIR's
-perf data (e.g. with other --lines/--keep-vm options).
+perf data (e.g. with other --lines/--keep-vm options). `--format speedscope`
+(record, report) also writes profile.speedscope.json.
+
+`diff BEFORE AFTER` (two DIRs or folded files) writes a differential flame
+graph: frames red where their share grew, blue where it shrank (diff.py).
 
 Messages go to stderr; the program's own output is left alone. Exit status:
 0 profile written (whatever the program's own exit status, which is
@@ -463,8 +468,13 @@ def inject(perf, outdir, data, out):
     return True
 
 
-def fold(perf, outdir, data, opts):
-    """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds."""
+# Other outputs `--format` adds, by lj_merge --format: the file in DIR.
+FORMATS = {"speedscope": "profile.speedscope.json"}
+
+
+def fold(perf, outdir, data, opts, fmt="folded"):
+    """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds
+    (FMT: another lj_merge --format, into DIR/FORMATS[FMT])."""
     fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
     if opts.lines:
         fields += ",uregs"        # lj_merge reads BX only for --lines
@@ -472,11 +482,17 @@ def fold(perf, outdir, data, opts):
     kinds = os.path.join(outdir, "profile.kinds")
     merge = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--kinds", kinds,
                                "-o", folded]
+    log_sfx = ""
+    if fmt != "folded":
+        folded = os.path.join(outdir, FORMATS[fmt])
+        merge = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--format", fmt,
+                                   "-o", folded]
+        log_sfx = "-" + fmt
     for flag, opt in (("lines", "--lines"), ("keep_vm", "--keep-vm"),
                       ("per_process", "--pid"), ("per_thread", "--tid")):
         if getattr(opts, flag, False):
             merge.append(opt)
-    slog = os.path.join(outdir, "perf-script.log")
+    slog = os.path.join(outdir, "perf-script%s.log" % log_sfx)
     with open(slog, "w") as slogf:
         script = subprocess.Popen([perf, "--buildid-dir", os.path.join(outdir, ".debug"),
                                    "script", "-i", data, "-F", fields,
@@ -496,7 +512,7 @@ def fold(perf, outdir, data, opts):
         _, merr = m.communicate()
         script.wait()
     merr = merr.decode("utf-8", "replace")
-    with open(os.path.join(outdir, "lj_merge.log"), "w") as f:
+    with open(os.path.join(outdir, "lj_merge%s.log" % log_sfx), "w") as f:
         f.write(merr)
     if script.returncode != 0:
         raise Fail("perf script failed: %s" % one_line(read_text(slog)))
@@ -612,6 +628,16 @@ def json_for_html(obj):
 
 
 def render_html(stacks, kinds, meta, out):
+    tree, self_by_kind = build_tree(stacks, kinds)
+    data = dict(meta)
+    data["tree"] = tree
+    data["total"] = tree["v"]
+    data["kindSelf"] = self_by_kind
+    write_page(data, meta.get("title") or "ljperf", out)
+
+
+def write_page(data, title, out):
+    """The page (template and renderer from share/ljperf) with DATA inlined."""
     share = share_dir()
 
     def asset(name):
@@ -621,12 +647,6 @@ def render_html(stacks, kinds, meta, out):
         except OSError as e:
             raise Fail("cannot read renderer file %s: %s" % (name, e.strerror or e))
 
-    tree, self_by_kind = build_tree(stacks, kinds)
-    data = dict(meta)
-    data["tree"] = tree
-    data["total"] = tree["v"]
-    data["kindSelf"] = self_by_kind
-    title = meta.get("title") or "ljperf"
     parts = {
         "TITLE": html.escape("ljperf: " + title, quote=True),
         "RENDERER": html.escape(" / ".join(
@@ -666,6 +686,8 @@ def render(perf, outdir, data, opts, meta):
     m = {"title": meta.get("title"), "event": event, "unit": event_meta(event),
          "frequency": meta.get("frequency"), "recorded": meta.get("recorded"),
          "duration": meta.get("duration"), "target": meta.get("target")}
+    for fmt in getattr(opts, "format", None) or ():
+        say("  %-14s %s" % (fmt, fold(perf, outdir, data, opts, fmt)[0]))
     html_out = os.path.join(outdir, "flamegraph.html")
     try:
         render_html(stacks, load_kinds(kinds_path), m, html_out)
@@ -936,12 +958,24 @@ def add_render_options(p):
                    help="one tree per process (root frame comm-PID)")
     g.add_argument("--per-thread", action="store_true",
                    help="one tree per thread (root frame comm-PID/TID)")
+    g.add_argument("--format", metavar="FMT[,FMT]", type=formats, default=[],
+                   help="also write these (comma list): speedscope "
+                        "(DIR/profile.speedscope.json, for speedscope.app)")
+
+
+def formats(text):
+    fmts = [f for f in text.split(",") if f]
+    for f in fmts:
+        if f not in FORMATS:
+            raise argparse.ArgumentTypeError("unknown format %r (known: %s)"
+                                              % (f, ", ".join(FORMATS)))
+    return fmts
 
 
 def make_parser():
     p = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description=MAIN_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{record,report}",
+    sub = p.add_subparsers(dest="command", metavar="{record,report,diff}",
                            parser_class=_Parser)
     r = sub.add_parser("record", help="record a program (or a running process) and "
                                       "write its flame graph",
@@ -971,7 +1005,31 @@ def make_parser():
                         description=REPORT_HELP)
     rp.add_argument("dir", metavar="DIR", help="a directory made by ljperf record")
     add_render_options(rp)
+    add_diff_parser(sub)
     return p
+
+
+def add_diff_parser(sub):
+    d = sub.add_parser("diff", help="differential flame graph of two profiles",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=diff_module().__doc__.split("\n\n", 1)[1].split(
+                           "\nCalled by")[0])
+    d.add_argument("before", metavar="BEFORE", help="ljperf output directory or folded file")
+    d.add_argument("after", metavar="AFTER", help="ljperf output directory or folded file")
+    d.add_argument("-o", "--output", metavar="FILE",
+                   help="where to write (html default: ./diff.html; folded: stdout)")
+    d.add_argument("--absolute", action="store_true",
+                   help="compare raw weights, not shares of each profile's total")
+    d.add_argument("--format", choices=("html", "folded"), default="html",
+                   help="html page (default) or `STACK BEFORE AFTER` lines")
+
+
+def diff_module():
+    """tools/ljperf/diff.py (next to this file)."""
+    if SRC_DIR not in sys.path:
+        sys.path.insert(0, SRC_DIR)
+    import diff
+    return diff
 
 
 def main(argv=None):
@@ -981,6 +1039,8 @@ def main(argv=None):
         return cmd_record(opts)
     if opts.command == "report":
         return cmd_report(opts)
+    if opts.command == "diff":
+        return diff_module().run(opts, sys.modules[__name__])
     p.print_help(sys.stderr)
     return 2
 

@@ -13,6 +13,12 @@
 **   root     grey     "all" and the process (comm) frames
 **   unknown  light grey  addresses nothing names
 **   search matches: magenta
+**
+** Diff mode (`ljperf diff`, data.mode "diff", see tools/ljperf/diff.py):
+** each node also has a (BEFORE's weight) and b (AFTER's), v is the mean of
+** the two shares; frames are red where the share grew, blue where it
+** shrank (deeper linearly with |change| / data.maxDelta, so noise stays
+** pale), grey when unchanged.
 */
 (function () {
   "use strict";
@@ -29,9 +35,11 @@
   };
   var ORDER = ["lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown"];
   var HIGHLIGHT = "#e600e6";
+  var GROWN = 0, SHRUNK = 220;           /* hues of the diff colours */
 
   var data = JSON.parse(document.getElementById("ljperf-data").textContent);
   var total = data.total || 1;
+  var diff = data.mode === "diff";
   var fg = window.flamegraph;
   var make = fg && (typeof fg === "function" ? fg : fg["default"]);
   var chartEl = document.getElementById("chart");
@@ -57,6 +65,21 @@
     return "hsl(" + h.toFixed(1) + "," + p.s + "%," + l.toFixed(1) + "%)";
   }
 
+  /* Diff mode: the change of a node (share points, or weight with
+  ** --absolute) and its colour. */
+  function delta(n) {
+    if (data.absolute) return n.b - n.a;
+    return n.b / (data.after.total || 1) - n.a / (data.before.total || 1);
+  }
+
+  function diffColour(n) {
+    var d = delta(n), m = data.maxDelta || 1;
+    if (!d || n.k === "root") return "hsl(0,0%,86%)";
+    var x = Math.min(1, Math.abs(d) / m);    /* linear: noise stays pale */
+    return "hsl(" + (d > 0 ? GROWN : SHRUNK) + "," + (60 + 30 * x).toFixed(0) + "%," +
+      (92 - 42 * x).toFixed(1) + "%)";
+  }
+
   function pct(v, of) {
     if (!v) return "0%";
     var p = 100 * v / (of || 1);
@@ -75,7 +98,7 @@
       return ms >= 1000 ? (ms / 1000).toFixed(2) + " s" :
              ms >= 10 ? ms.toFixed(0) + " ms" : ms.toFixed(2) + " ms";
     }
-    return si(v) + " " + (data.event ? data.event.split(":")[0] : "samples");
+    return si(v) + " " + (data.event ? data.event.split(":")[0] : data.weightName || "samples");
   }
 
   function selfValue(node) {
@@ -86,8 +109,25 @@
 
   function kindLabel(k) { return (PALETTE[k] || PALETTE.c).label; }
 
+  function signedDelta(n) {
+    var d = delta(n);
+    var s = data.absolute ? amount(Math.abs(d)) : (100 * Math.abs(d)).toFixed(2) + " pp";
+    return (d > 0 ? "+" : d < 0 ? "\u2212" : "\u00b1") + s;
+  }
+
+  function describeDiff(d, long) {
+    var n = d.data, only = !n.a ? " (only after)" : !n.b ? " (only before)" : "";
+    var before = pct(n.a, data.before.total) + " (" + amount(n.a) + ")";
+    var after = pct(n.b, data.after.total) + " (" + amount(n.b) + ")";
+    var change = "change " + signedDelta(n);
+    if (!long) return n.n + "  \u2014  " + before + " \u2192 " + after + ", " + change + only;
+    return [n.n, kindLabel(n.k), "before " + before, "after  " + after,
+            change + (data.absolute ? "" : " of all samples") + only].join("\n");
+  }
+
   /* Tooltip (long) and the details line (short) of a frame. */
   function describe(d, long) {
+    if (diff) return describeDiff(d, long);
     var n = d.data, lines = [];
     var head = kindLabel(n.k) + " \u00b7 " + pct(n.v, total) + " of all (" + amount(n.v) + ")";
     if (!long) return n.n + "  \u2014  " + head + ", self " + pct(selfValue(n), total);
@@ -169,8 +209,14 @@
     if (data.event) m.push(data.event);
     if (data.frequency) m.push(data.frequency + " Hz");
     if (data.recorded) m.push("recorded " + data.recorded);
-    m.push("total " + amount(total));
+    if (diff) {
+      m.push("before " + amount(data.before.total) + ", after " + amount(data.after.total));
+      m.push(data.absolute ? "raw weights" : "shares of each profile's total");
+    } else {
+      m.push("total " + amount(total));
+    }
     document.getElementById("meta").textContent = m.join(" \u00b7 ");
+    if (diff) return diffLegend();
     var present = {};
     (function walk(n) {                    /* kinds present in the tree */
       var stack = [n];
@@ -206,6 +252,25 @@
     });
   }
 
+  function diffLegend() {
+    var legend = document.getElementById("legend");
+    [["grown", "share grew", GROWN], ["shrunk", "share shrank", SHRUNK],
+     ["same", "unchanged", null]].forEach(function (x) {
+      var li = document.createElement("li");
+      li.setAttribute("data-kind", x[0]);
+      var sw = document.createElement("span");
+      sw.className = "sw";
+      sw.style.background = x[2] === null ? "hsl(0,0%,86%)" : "hsl(" + x[2] + ",90%,50%)";
+      li.appendChild(sw);
+      li.appendChild(document.createTextNode(x[1]));
+      legend.appendChild(li);
+    });
+    var note = document.createElement("li");
+    note.className = "caption";
+    note.textContent = "width: mean of both " + (data.absolute ? "weights" : "shares");
+    legend.appendChild(note);
+  }
+
   header();
   if (!make || !window.d3) {
     chartEl.textContent = "The flame graph renderer (d3-flame-graph) did not load.";
@@ -221,7 +286,7 @@
     .title("")
     .selfValue(false)
     .setColorMapper(function (d) {
-      return d.highlight ? HIGHLIGHT : colour(d.data.k, d.data.n);
+      return d.highlight ? HIGHLIGHT : diff ? diffColour(d.data) : colour(d.data.k, d.data.n);
     })
     .setLabelHandler(function (d) { return describe(d, false); })
     .setDetailsHandler(setDetails)

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""perf-script/pprof.py read back by Go's own pprof (`go tool pprof`).
+
+  test_pprof.py units   hand-written stacks (no perf): exact values, lines,
+                        two processes apart by label, malformed input
+  test_pprof.py demo    the demo recorded by `ljperf record --lines` under
+                        real perf; shares compared with its profile.folded;
+                        and a program that forks twice (--per-process): three
+                        processes apart by their pid label
+
+Expected values are worked out by hand (units) or counted straight from the
+folded text with string operations (demo), never by pprof.py. go missing or
+failing makes the test FAIL.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ljperf"))
+sys.path.insert(0, os.path.join(ROOT, "perf-script"))
+import ljperf_testlib as t  # noqa: E402
+import pprof  # noqa: E402
+
+PPROF_PY = os.path.join(ROOT, "perf-script", "pprof.py")
+
+
+def go_pprof(args, profile):
+    go = shutil.which("go")
+    if not go:
+        t.fail("go is not installed (Debian package golang-go): it reads the profiles")
+    r = subprocess.run([go, "tool", "pprof"] + args + [profile], capture_output=True,
+                       text=True, errors="replace", timeout=120,
+                       env=dict(os.environ, PPROF_TMPDIR=os.path.dirname(profile)))
+    if r.returncode != 0:
+        t.check(False, "go tool pprof %s opens %s: %s" % (" ".join(args), profile,
+                                                         r.stderr.strip()[-500:]))
+    return r.stdout
+
+
+def convert(src, out, *args):
+    r = subprocess.run([sys.executable, PPROF_PY, "--from-folded", src, "-o", out] +
+                       list(args), capture_output=True, text=True)
+    t.check(r.returncode == 0, "pprof.py --from-folded %s %s (%s)"
+            % (os.path.basename(src), " ".join(args), r.stderr.strip()[-300:]))
+    return out
+
+
+TOP_ROW = re.compile(r"^\s*([\d.]+)(\w*)\s+([\d.]+)%\s+[\d.]+%\s+([\d.]+)(\w*)\s+([\d.]+)%\s+(.*)$")
+
+
+def top(profile, *args):
+    """{name: (flat, flat%, cum, cum%)} of go tool pprof -top (every node)."""
+    rows = {}
+    for ln in go_pprof(["-top", "-nodefraction=0", "-edgefraction=0", "-nodecount=100000"]
+                       + list(args), profile).splitlines():
+        m = TOP_ROW.match(ln)
+        if m:
+            rows[m.group(7)] = (float(m.group(1)), float(m.group(3)),
+                                float(m.group(4)), float(m.group(6)))
+    return rows
+
+
+# -- units ---------------------------------------------------------------------
+
+HAND = """\
+app-100;main;run@/src/a.lua:10:12;leaf@/src/a.lua:3:5 30
+app-100;main;run@/src/a.lua:10:14;c_helper 10
+app-200;main;run@/src/a.lua:10:12;leaf@/src/a.lua:3:5_[j] 60
+"""
+
+
+def units():
+    with t.Session() as s:
+        src = s.path("hand.folded")
+        with open(src, "w") as f:
+            f.write(HAND)
+        p = convert(src, s.path("hand.pb.gz"), "--weights", "count", "--period", "1000")
+        # 100 samples: leaf interpreted 30, as a trace 60, c_helper 10; every
+        # stack runs through main and run.
+        rows = top(p, "-sample_index=samples")
+        want = {"leaf@/src/a.lua:3": (30, 30, 30, 30), "leaf@/src/a.lua:3_[j]": (60, 60, 60, 60),
+                "c_helper": (10, 10, 10, 10), "run@/src/a.lua:10": (0, 0, 100, 100),
+                "main": (0, 0, 100, 100)}
+        t.check(rows == want, "-top: flat and cum of every function (%s)" % rows)
+        # cpu/nanoseconds: 1000 ns per sample
+        raw = go_pprof(["-raw"], p)
+        t.check(re.search(r"samples/count cpu/nanoseconds", raw) is not None,
+                "-raw: sample types samples/count, cpu/nanoseconds")
+        t.check(re.search(r"^\s+60\s+60000: ", raw, re.M) is not None,
+                "-raw: the trace stack is 60 samples, 60000 ns")
+        t.check("Period: 1000" in raw, "-raw: period 1000")
+        # lines: the call sites of run (12, 14) and leaf's running line 5,
+        # start lines 10 and 3, the chunk as the file
+        lines = top(p, "-sample_index=samples", "-lines")
+        t.check(lines.get("run@/src/a.lua:10 /src/a.lua:12", (0, 0, 0))[2] == 90 and
+                lines.get("run@/src/a.lua:10 /src/a.lua:14", (0, 0, 0))[2] == 10,
+                "-lines: run's two call sites, 90 and 10 samples (%s)" % sorted(lines))
+        t.check(lines.get("leaf@/src/a.lua:3 /src/a.lua:5", (0,))[0] == 30,
+                "-lines: leaf at line 5 of /src/a.lua")
+        t.check(re.search(r"leaf@/src/a\.lua:3 /src/a\.lua:5 s=3\(leaf\)", raw) is not None,
+                "-raw: leaf's location: file, line 5, start line 3, system name leaf")
+        # two processes, apart by label
+        tags = go_pprof(["-tags", "-sample_index=samples"], p)
+        t.check(re.search(r"pid: Total 100\.0\s+60\.0 \(60\.00%\): 200"
+                          r"\s+40\.0 \(40\.00%\): 100", tags) is not None,
+                "-tags: pid 200 has 60 samples, pid 100 has 40")
+        t.check(re.search(r"kind: Total 100\.0\s+60\.0 \(60\.00%\): trace\s+30\.0 \(30\.00%\): lua"
+                          r"\s+10\.0 \(10\.00%\): c", tags) is not None,
+                "-tags: the leaf's kind: trace 60, lua 30, c 10")
+        only = top(p, "-sample_index=samples", "-tagfocus=pid=100")
+        # (pprof's shares stay relative to the whole profile's 100)
+        t.check(only == {"leaf@/src/a.lua:3": (30, 30, 30, 30), "c_helper": (10, 10, 10, 10),
+                         "run@/src/a.lua:10": (0, 0, 40, 40), "main": (0, 0, 40, 40)},
+                "-tagfocus=pid=100 keeps process 100 only (%s)" % only)
+        traces = go_pprof(["-traces", "-sample_index=samples"], p)
+        t.check(traces.count("pid:  100") == 2 and traces.count("pid:  200") == 1 and
+                "comm:  app" in traces, "-traces: each stack with its pid and comm")
+        malformed(s)
+
+
+def malformed(s):
+    """Odd names and empty profiles still make files go tool pprof opens."""
+    empty = s.path("empty.folded")
+    open(empty, "w").close()
+    p = convert(empty, s.path("empty.pb.gz"))
+    out = go_pprof(["-top"], p)
+    t.check("of 0 total" in out, "empty folded file: an empty profile opens")
+    odd = s.path("odd.folded")
+    with open(odd, "wb") as f:
+        f.write(b"app;\xff\xfe\x80name;\x00nul\x01ctl 5\n"
+                b";; 3\n"                         # empty frame names
+                b"app;x@:1:2;@b:c:d 4\n"          # almost Lua labels
+                b"no weight here\n"
+                b"app;f 1.5\n"
+                b"app;f -3\n"
+                b"\n"
+                b"app-7/8;" + b"L" * 100000 + b" 2\n")
+    p = convert(odd, s.path("odd.pb.gz"))
+    rows = top(p, "-sample_index=samples")
+    t.check(sum(r[0] for r in rows.values()) == 14,
+            "odd folded file opens, 5+3+4+2 = 14 samples kept (%s)"
+            % [n[:40] for n in sorted(rows)])
+    prof = pprof.Profile(period_ns=10)
+    prof.add([pprof.Frame(b"\xc3\x28bytes"), pprof.Frame("lone \udcff surrogate", kind="lua",
+                                                           file="\udcfe", line=-1),
+              pprof.Frame("", dso=b"/lib/\xff.so", address=2 ** 64 - 1, build_id="zz"),
+              pprof.Frame("inl", inlined=(pprof.Frame("i1"), pprof.Frame("i2")))],
+             3, None, {"pid": -1, "comm": "\udcff", "x": ""})
+    prof.add([], 2)
+    api = s.path("api.pb.gz")
+    prof.write(api)
+    raw = go_pprof(["-raw"], api)
+    t.check("i2" in raw and "i1" in raw, "API: odd frames, an empty stack, inlined frames: "
+                                         "the profile opens")
+    m = re.search(r"^\s*\d+: 0x0( M=\d+)? i2 :0 s=0\s*\n\s*i1 :0 s=0\s*\n\s*inl :0 s=0", raw, re.M)
+    t.check(m is not None, "inlined frames are Lines of one location, innermost first, "
+                           "the frame that inlined them last")
+    empty_api = s.path("none.pb.gz")
+    pprof.Profile().write(empty_api)
+    go_pprof(["-top"], empty_api)
+    t.check(True, "a Profile with no samples opens")
+
+
+# -- demo ----------------------------------------------------------------------
+
+CURLINE = re.compile(r"^(.*:\d+):(?:\d+|\?)(_\[j\])?$")
+
+
+def function_of(frame):
+    """pprof's function name of a folded frame: --lines' current line cut."""
+    m = CURLINE.match(frame)
+    return m.group(1) + (m.group(2) or "") if m else frame
+
+
+def shares(folded):
+    """{function: (flat %, cum %)} counted from the folded stacks, root
+    frame left out (it becomes a label)."""
+    total = sum(folded.values())
+    flat, cum = {}, {}
+    for stack, w in folded.items():
+        fns = [function_of(f) for f in stack.split(";")[1:]]
+        if not fns:
+            continue
+        flat[fns[-1]] = flat.get(fns[-1], 0) + w
+        for fn in set(fns):
+            cum[fn] = cum.get(fn, 0) + w
+    return {fn: (100.0 * flat.get(fn, 0) / total, 100.0 * c / total)
+            for fn, c in cum.items()}
+
+
+def demo():
+    t.need_perf()
+    fibdemo = t.built("examples", "demo", "fibdemo")
+    with t.Session() as s:
+        out = s.path("out")
+        r = s.ljperf(["record", "-o", out, "--lines", "--", fibdemo, "2"])
+        t.check(r.returncode == 0, "ljperf record --lines on the demo")
+        p = convert(out, s.path("demo.pb.gz"))
+        folded = t.folded(out)
+        want = shares(folded)
+        rows = top(p, "-sample_index=cpu")
+        chunk = os.path.join(os.path.dirname(fibdemo), "demo.lua")
+        for fn in ("fib_lua@%s:28" % chunk, "lua_work@%s:20_[j]" % chunk,
+                   "run@%s:40" % chunk, "fib_c", "c_work", "main"):
+            t.check(fn in rows, "-top lists " + fn)
+        bad = []
+        for fn, (fl, cu) in want.items():
+            g = rows.get(fn)
+            if g is None or abs(g[1] - fl) > 0.011 or abs(g[3] - cu) > 0.011:
+                bad.append("%s: folded %.3f/%.3f pprof %s" % (fn, fl, cu, g))
+        t.check(not bad and len(rows) == len(want),
+                "flat and cum shares of all %d functions equal the folded profile's "
+                "within rounding %s" % (len(want), bad[:5]))
+        raw = go_pprof(["-raw"], p)
+        for fn, start in (("fib_lua", 28), ("lua_work", 20), ("run", 40)):
+            t.check(re.search(r" %s@%s:%d(_\[j\])? %s:\d+ s=%d\(%s\)"
+                              % (fn, re.escape(chunk), start, re.escape(chunk), start, fn),
+                              raw) is not None,
+                    "-raw: %s with file %s, a line and start line %d" % (fn, chunk, start))
+        lines = top(p, "-lines")
+        calls = sorted(n for n in lines if n.startswith("fib_lua@"))
+        t.check(("fib_lua@%s:28 %s:30" % (chunk, chunk)) in calls and
+                ("fib_lua@%s:28 %s:31" % (chunk, chunk)) in calls,
+                "-lines: fib_lua's calls of fib_c at lines 30 and 31 (%s)" % calls)
+        traces = go_pprof(["-traces"], p)
+        t.check("lua_work@%s:20_[j]" % chunk in traces and "comm:  fibdemo" in traces and
+                "kind:  trace" in traces, "-traces: Lua frames, JIT traces, comm and kind")
+
+
+FORK_LUA = os.path.join(ROOT, "tests", "lj_merge", "capture", "real", "fork.lua")
+
+
+def processes():
+    """fork.lua: the parent (parent_work) and two children (child_a, child_b)
+    each spin for 1 s, so each process has about a third of the samples."""
+    luajit = t.built("bin", "luajit")
+    with t.Session() as s:
+        out = s.path("fork")
+        r = s.ljperf(["record", "-o", out, "--per-process", "--", luajit, "-joff",
+                      FORK_LUA, "1"])
+        t.check(r.returncode == 0, "ljperf record --per-process on fork.lua")
+        folded = t.folded(out)
+        total = sum(folded.values())
+        roots, owner = {}, {}
+        for st, w in folded.items():
+            fr = st.split(";")
+            pid = int(fr[0].rpartition("-")[2])
+            roots[pid] = roots.get(pid, 0) + w
+            for f in fr:
+                for fn in ("parent_work", "child_b"):
+                    if f.startswith(fn + "@"):
+                        owner.setdefault(fn, set()).add(pid)
+        t.check(len(roots) == 3 and all(len(v) == 1 for v in owner.values()) and
+                len(owner) == 2, "folded: 3 processes, parent_work and child_b in one "
+                                 "each (%s, %s)" % (roots, owner))
+        p = convert(out, s.path("fork.pb.gz"))
+        tags = go_pprof(["-tags"], p)
+        got = {int(m.group(2)): float(m.group(1))
+               for m in re.finditer(r"\(\s*([\d.]+)%\): (\d+)$", tags, re.M)}
+        want = {pid: 100.0 * w / total for pid, w in roots.items()}
+        t.check(set(got) == set(want) and
+                all(abs(got[k] - want[k]) < 0.011 for k in want) and
+                all(20 < v < 47 for v in got.values()),
+                "-tags: the three pids with their folded shares, about a third each "
+                "(%s)" % got)
+        for fn, other in (("parent_work", "child_b"), ("child_b", "parent_work")):
+            pid = next(iter(owner[fn]))
+            names = " ".join(top(p, "-tagfocus=pid=%d" % pid))
+            t.check(fn + "@" in names and other + "@" not in names,
+                    "-tagfocus=pid=%d: %s, no %s" % (pid, fn, other))
+
+
+def demo_and_processes():
+    demo()
+    processes()
+
+
+if __name__ == "__main__":
+    t.main({"units": units, "demo": demo_and_processes}[sys.argv[1]])

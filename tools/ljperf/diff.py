@@ -1,0 +1,159 @@
+"""ljperf diff BEFORE AFTER: what changed between two profiles.
+
+BEFORE and AFTER are ljperf output directories (their profile.folded and
+profile.kinds) or folded files. Two outputs:
+
+  html    (default) a differential flame graph, the page of `ljperf record`
+          in diff mode: one tree of the frames of both profiles, each frame
+          as wide as the mean of its two shares (so a frame present in only
+          one profile is still drawn), red where its share grew, blue where
+          it shrank, deeper for a larger change; the tooltip gives both
+          values and the change.
+  folded  `STACK BEFORE AFTER` lines, the two-column input flamegraph.pl
+          draws as a differential graph; by default BEFORE is scaled to
+          AFTER's total (rounded), with --absolute both are raw weights.
+
+Normalised (default): a frame's value is its share of its profile's total
+weight, the change is in percentage points of all samples. --absolute: raw
+weights (for two recordings of the same length and rate).
+
+Called by ljperf.py (`cmd_diff`), which passes itself as LJ for the folded
+reader, frame kinds and the page writer.
+"""
+
+import json
+import os
+import sys
+
+SCALE = 1e6          # normalised widths: shares in millionths (the renderer's v)
+
+
+class Side:
+    """One profile: its stacks [(frames, weight)], kinds, title, event."""
+
+    def __init__(self, path, lj):
+        self.path = path
+        kinds_path = None
+        meta = {}
+        if os.path.isdir(path):
+            folded = os.path.join(path, "profile.folded")
+            kinds_path = os.path.join(path, "profile.kinds")
+            try:
+                meta = json.loads(lj.read_text(os.path.join(path, "ljperf.json")) or "{}")
+            except ValueError:
+                meta = {}
+        else:
+            folded = path
+        if not os.path.isfile(folded):
+            raise lj.Fail("%s: no folded profile (%s): give an ljperf output directory "
+                          "or a folded file" % (path, folded))
+        try:
+            self.stacks = lj.load_folded(folded)
+        except OSError as e:
+            raise lj.Fail("cannot read %s: %s" % (folded, e.strerror or e))
+        self.kinds = lj.load_kinds(kinds_path) if kinds_path else {}
+        self.total = sum(w for _, w in self.stacks)
+        self.title = os.path.basename(os.path.normpath(path))
+        self.command = meta.get("title")
+
+
+def folded_lines(before, after, absolute=False):
+    """`STACK BEFORE AFTER` lines over the union of both profiles' stacks,
+    in a stable order (sorted by stack)."""
+    acc = {}
+    for i, side in enumerate((before, after)):
+        for frames, w in side.stacks:
+            key = ";".join(frames)
+            v = acc.setdefault(key, [0, 0])
+            v[i] += w
+    scale = 1.0
+    if not absolute and before.total:
+        scale = after.total / before.total
+    out = []
+    for key in sorted(acc):
+        a, b = acc[key]
+        if not absolute:
+            a = round(a * scale)
+        out.append("%s %s %s\n" % (key, _num(a), _num(b)))
+    return out
+
+
+def _num(v):
+    return str(int(v)) if float(v).is_integer() else repr(v)
+
+
+def diff_tree(before, after, lj, absolute=False):
+    """The renderer's tree of both profiles: {n, k, a: BEFORE's weight,
+    b: AFTER's, v: width (mean of the two shares, or of the two weights
+    with ABSOLUTE), c}; and the largest |change| of a frame below the
+    root (the page's colour scale)."""
+    kinds = dict(after.kinds)
+    for k, v in before.kinds.items():
+        kinds.setdefault(k, set()).update(v)
+    ta, _ = lj.build_tree(before.stacks, kinds)
+    tb, _ = lj.build_tree(after.stacks, kinds)
+    na = before.total or 1
+    nb = after.total or 1
+
+    def width_and_delta(a, b):
+        if absolute:
+            return (a + b) / 2.0, b - a
+        return (a / na + b / nb) / 2.0 * SCALE, b / nb - a / na
+
+    top = {"n": "all", "k": "root"}
+    todo = [(ta, tb, top, 0)]
+    biggest = 0.0
+    while todo:
+        x, y, node, depth = todo.pop()
+        a = x["v"] if x else 0
+        b = y["v"] if y else 0
+        node["a"], node["b"] = a, b
+        node["v"], delta = width_and_delta(a, b)
+        if depth > 1:                   # "all" and the process frames aside
+            biggest = max(biggest, abs(delta))
+        kids = {}
+        for i, src in enumerate((x, y)):
+            for ch in (src or {}).get("c", ()):
+                kids.setdefault(ch["n"], [None, None])[i] = ch
+        if kids:
+            node["c"] = []
+            for name, (cx, cy) in kids.items():
+                cn = {"n": name, "k": (cx or cy)["k"]}
+                node["c"].append(cn)
+                todo.append((cx, cy, cn, depth + 1))
+    return top, biggest
+
+
+def write_html(before, after, out, lj, absolute=False):
+    tree, biggest = diff_tree(before, after, lj, absolute)
+    # ljperf.json names the event asked for, not always the one recorded
+    # (cpu-clock without a PMU): weights are shown without a unit.
+    data = {"mode": "diff", "absolute": bool(absolute), "tree": tree,
+            "title": "%s \u2192 %s" % (before.title, after.title),
+            "before": {"title": before.title, "total": before.total, "path": before.path,
+                       "command": before.command},
+            "after": {"title": after.title, "total": after.total, "path": after.path,
+                      "command": after.command},
+            "event": None, "unit": "", "weightName": "weight",
+            "maxDelta": biggest, "total": tree["v"], "kindSelf": {}}
+    lj.write_page(data, "diff " + data["title"], out)
+
+
+def run(opts, lj):
+    """ljperf diff (opts: before, after, output, absolute, format)."""
+    before, after = Side(opts.before, lj), Side(opts.after, lj)
+    for side in (before, after):
+        if not side.stacks:
+            raise lj.Fail("%s: the profile is empty" % side.path)
+    if opts.format == "folded":
+        lines = folded_lines(before, after, opts.absolute)
+        if opts.output:
+            with open(opts.output, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+        else:
+            sys.stdout.writelines(lines)
+        return 0
+    out = os.path.abspath(opts.output or "diff.html")
+    write_html(before, after, out, lj, opts.absolute)
+    lj.say("diff flame graph %s" % out)
+    return 0

@@ -37,8 +37,11 @@
 #include "lj_ccall.h"
 #endif
 
-/* Record slots per area: more than any stack can have (incl. overflow). */
-#define FPREC_SLOTS	((size_t)LUAI_MAXSTACK + 4096)
+/* Record slots per area: more than any stack can have, incl. overflow.
+** Trees before 2023 grow an overflowing stack by NEED without a cap (to
+** under 2*LUAI_MAXSTACK, e.g. a vararg tail call), later ones cap it.
+*/
+#define FPREC_SLOTS	((size_t)2*LUAI_MAXSTACK + 4096)
 #define FPREC_AREA	((FPREC_SLOTS*sizeof(TValue) + 0xffff) & ~(size_t)0xffff)
 #define FPREC_CHUNK	16	/* Areas per mapping. Area 0 links the chunks. */
 #define FPREC_KEEP	65536	/* Bytes of an area kept resident on release. */
@@ -92,7 +95,7 @@ static void fprec_rebias(lua_State *L)
 {
   if (L->fprec_area) {
     L->fprec_k = (intptr_t)L->fprec_area - (intptr_t)tvref(L->stack) - 16;
-    if (LJ_UNLIKELY(L->stacksize > FPREC_SLOTS)) {  /* Cannot happen. */
+    if (LJ_UNLIKELY(L->stacksize > FPREC_SLOTS)) {  /* Not seen in any tree. */
       fputs("ljperf: stack larger than its frame record area, "
 	    "recording stopped\n", stderr);
       lj_fprec_stop(L);

@@ -121,6 +121,7 @@ static int cp_luaerr(lua_State *L)
 /* -- Test cases -------------------------------------------------------------- */
 
 struct pcall_case { const char *name; const char *src; int want_status; };
+#define WANT_RUN_OR_OK	(-1)	/* LUA_ERRRUN or 0, whichever the tree does */
 
 static const struct pcall_case pcases[] = {
   { "normal return", "return 1 + 1", 0 },
@@ -157,8 +158,10 @@ static const struct pcall_case pcases[] = {
     "c_nested(function() c_error(3) end) error('outer')", LUA_ERRRUN },
   { "gc with finalizers",
     "for i = 1, 100 do local p = newproxy(true) getmetatable(p).__gc = function() end end collectgarbage() return 1", 0 },
-  { "error in __gc finalizer propagated",
-    "collectgarbage('stop') local p = newproxy(true) getmetatable(p).__gc = function() error('gc err') end p = nil collectgarbage()", LUA_ERRRUN },
+  /* Upstream since 2023 (and trees following it) report finalizer errors
+  ** through a vmevent instead of throwing them: either status is right. */
+  { "error in __gc finalizer (thrown, or reported by the tree)",
+    "collectgarbage('stop') local p = newproxy(true) getmetatable(p).__gc = function() error('gc err') end p = nil collectgarbage()", WANT_RUN_OR_OK },
 };
 
 static void run_pcall_cases(lua_State *L, const char *mode)
@@ -178,7 +181,8 @@ static void run_pcall_cases(lua_State *L, const char *mode)
     st = (int)do_pcall(L, 0, 1, 0, out);
     snprintf(label, sizeof(label), "[%s] lua_pcall: %s (status %d)", mode, pcases[i].name, st);
     report(label, out);
-    if (st != pcases[i].want_status) {
+    if (st != pcases[i].want_status &&
+	!(pcases[i].want_status == WANT_RUN_OR_OK && (st == LUA_ERRRUN || st == 0))) {
       printf("FAIL   unexpected status %d (want %d): %s\n", st, pcases[i].want_status,
              lua_isstring(L, -1) ? lua_tostring(L, -1) : luaL_typename(L, -1));
       nfail++;

@@ -141,18 +141,22 @@ def merge(f, opts, warn):
 
 
 def write(merger, opts, meta, out):
-    """Feeds every stack to the writers of OPTS; writes --kinds itself."""
+    """Feeds every stack to the writers of OPTS; returns the --kinds and
+    --pprof writers (or None) for the caller to finish."""
     root_mode = 2 if opts.tid else (1 if opts.pid else 0)
     main_w = ljwriters.WRITERS[opts.format](meta)
     ws = [main_w]
     kinds_w = ljwriters.Kinds(meta) if opts.kinds else None
     if kinds_w is not None:
         ws.append(kinds_w)
+    pprof_w = ljwriters.Pprof(meta) if opts.pprof else None
+    if pprof_w is not None:
+        ws.append(pprof_w)
     for st in merger.stacks(root_mode):
         for w in ws:
             w.stack(*st)
     main_w.finish(out)
-    return kinds_w
+    return kinds_w, pprof_w
 
 
 class _Parser(argparse.ArgumentParser):
@@ -168,15 +172,17 @@ def make_parser():
                        "and counted (one summary line on stderr); samples that make no "
                        "sense are dropped and counted. Empty input gives empty output "
                        "and a warning. Exit status: 0 ok (also with skipped lines or "
-                       "dropped samples), 1 I/O error (input, output, --kinds), 2 bad "
+                       "dropped samples), 1 I/O error (input, output, --kinds, --pprof), 2 bad "
                        "arguments, 3 internal error (a bug: please report it), 130 "
                        "interrupted, 141 output pipe closed (SIGPIPE).")
     p.add_argument("input", nargs="?", default="-",
                    help="perf script text (default: stdin)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    p.add_argument("--format", choices=("folded", "speedscope"), default="folded",
-                   help="folded stacks `root;...;leaf COUNT` (default) or speedscope "
-                        "JSON (one sampled profile per root frame)")
+    p.add_argument("--format", choices=("folded", "speedscope", "pprof"), default="folded",
+                   help="folded stacks `root;...;leaf COUNT` (default), speedscope "
+                        "JSON (one sampled profile per root frame) or pprof (gzipped "
+                        "profile.proto for go tool pprof, Pyroscope, Parca: binary, "
+                        "to -o FILE or a redirected stdout)")
     p.add_argument("--pid", action="store_true",
                    help="root frame comm-PID (one tree per process; default: comm)")
     p.add_argument("--tid", action="store_true",
@@ -200,6 +206,9 @@ def make_parser():
                    help="also write what each printed frame is, one `KIND<TAB>NAME` "
                         "line per frame name: root (comm), lua, trace, builtin, vm, "
                         "c or kernel (used by ljperf to colour flame graphs)")
+    p.add_argument("--pprof", metavar="FILE",
+                   help="also write the profile as pprof (gzipped profile.proto) to FILE, "
+                        "in the same pass")
     p.add_argument("--event", metavar="NAME",
                    help="keep samples of this event (default: the event with the most "
                         "samples; 'all' keeps every sample)")
@@ -219,21 +228,27 @@ def open_input(path):
 
 
 def write_outputs(merger, opts, event):
-    """The main output and --kinds; an error message or None."""
-    meta = {"event": event,
+    """The main output, --kinds and --pprof; an error message or None."""
+    meta = {"event": event, "span": merger.span(),
             "name": os.path.basename(opts.input) if opts.input != "-" else "perf script"}
+    binary = getattr(ljwriters.WRITERS[opts.format], "BINARY", False)
+    if binary and not opts.output and sys.stdout.isatty():
+        return "%s output is binary: give -o FILE or redirect stdout" % opts.format
     out = None
     try:
-        out = (open(opts.output, "w", encoding="utf-8", errors="replace")
-               if opts.output else sys.stdout)
-        kinds = write(merger, opts, meta, out)
+        if binary:
+            out = open(opts.output, "wb") if opts.output else sys.stdout.buffer
+        else:
+            out = (open(opts.output, "w", encoding="utf-8", errors="replace")
+                   if opts.output else sys.stdout)
+        kinds, prof = write(merger, opts, meta, out)
         out.flush()
     except OSError as e:
         if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
             raise
         return "write error: %s" % (e.strerror or e)
     finally:
-        if out is not None and out is not sys.stdout:
+        if out is not None and out not in (sys.stdout, sys.stdout.buffer):
             out.close()
     if kinds is not None:
         try:
@@ -241,6 +256,12 @@ def write_outputs(merger, opts, event):
                 kinds.finish(kf)
         except OSError as e:
             return "cannot write %s: %s" % (opts.kinds, e.strerror or e)
+    if prof is not None:
+        try:
+            with open(opts.pprof, "wb") as pf:
+                prof.finish(pf)
+        except OSError as e:
+            return "cannot write %s: %s" % (opts.pprof, e.strerror or e)
     return None
 
 

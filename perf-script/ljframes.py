@@ -102,7 +102,7 @@ class Fr:
     (load, address)). KIND/NAME/LABEL is what gets printed; DYN frames are
     absolute user addresses re-resolved per sample through the jitdump."""
     __slots__ = ("kind", "name", "label", "tline", "load", "pid", "index",
-                 "off", "addr", "dyn", "interp", "ffi", "sym", "lines")
+                 "off", "addr", "dyn", "interp", "ffi", "sym", "lines", "dso", "ip")
 
     def __init__(self, kind, name):
         self.kind = kind
@@ -119,6 +119,8 @@ class Fr:
         self.ffi = False          # FFI call/callback machinery (lj_ccall_func)
         self.sym = None
         self.lines = None         # cached line (fold time)
+        self.dso = None           # native code: perf's dso and address in it
+        self.ip = None
 
 
 def name_frame(name, load=None, off=None):
@@ -169,7 +171,13 @@ def make_frame(text):
     sp = split_frame(text)
     if sp is None:
         return None
-    addr, sym, off, dso = sp
+    fr = _frame(*sp)
+    if fr is not None and fr.index is None:   # native code: where it is
+        fr.ip, fr.dso = sp[0], sp[3]
+    return fr
+
+
+def _frame(addr, sym, off, dso):
     if sym == "[unknown]":
         sym = None
     j = _jitted(dso)

@@ -1,18 +1,22 @@
 """lj_merge's output formats. A writer gets every distinct stack once:
 
     w.stack(frames, samples, weight, comm, pid, tid)
-        FRAMES   root first, each (name, kind, line): NAME as folded output
-                 prints it, KIND "root", one of ljframes.KIND_NAMES, or None
-                 ([no call chain]); LINE the Lua line (int, "?") or None
+        FRAMES   root first, each (name, kind, line, where): NAME as folded
+                 output prints it, KIND "root", one of ljframes.KIND_NAMES,
+                 or None ([no call chain]); LINE the Lua line (int, "?") or
+                 None; WHERE (dso, address) of native code, else None
         SAMPLES  how many samples had this stack; WEIGHT their summed period
                  (SAMPLES when perf printed no period)
         COMM, PID, TID  the samples' labels (None when perf did not print them)
-    w.finish(out)   writes everything to the text file OUT
+    w.finish(out)   writes everything to the text file OUT (a binary file
+                    for a writer whose class sets BINARY)
 
 Adding a format: a class with these two methods, and its name in WRITERS.
 """
 
 import json
+
+import pprof
 
 
 class Folded:
@@ -78,7 +82,7 @@ class Kinds:
         self.kinds = {}
 
     def stack(self, frames, samples, weight, comm, pid, tid):
-        for name, kind, _ in frames:
+        for name, kind, _, _ in frames:
             if kind is not None:
                 self.kinds.setdefault(name, set()).add(kind)
 
@@ -89,4 +93,52 @@ class Kinds:
                 w("%s\t%s\n" % (k, name))
 
 
-WRITERS = {"folded": Folded, "speedscope": Speedscope, "kinds": Kinds}
+class Pprof:
+    """pprof's profile.proto, gzipped (pprof.py): Lua frames with their
+    chunk, definition line and current line; native frames with their DSO
+    and address; pid, tid and comm as labels."""
+    BINARY = True
+    CLOCKS = ("cpu-clock", "task-clock")
+
+    def __init__(self, meta):
+        self.event = meta.get("event") or ""
+        self.clock = self.event.split(":")[0] in self.CLOCKS
+        self.span = meta.get("span")          # (first, last) sample time, s
+        self.stacks = []                      # (frames, samples, ns, labels)
+        self.frames = {}                      # printed frame -> pprof.Frame
+        self.samples = self.weight = 0
+
+    def _frame(self, f):
+        pf = self.frames.get(f)
+        if pf is None:
+            name, kind, line, where = f
+            if kind in ("lua", "trace"):
+                pf = pprof.parse_frame(name)
+                pf = pf._replace(kind=kind, line=line if isinstance(line, int) else 0)
+            elif where is not None:
+                pf = pprof.Frame(name, kind=kind, dso=where[0] or "", address=where[1] or 0)
+            else:
+                pf = pprof.Frame(name, kind=kind or "unknown")
+            self.frames[f] = pf
+        return pf
+
+    def stack(self, frames, samples, weight, comm, pid, tid):
+        labels = {k: v for k, v in (("comm", comm), ("pid", pid), ("tid", tid))
+                  if v is not None}
+        self.stacks.append(([self._frame(f) for f in frames[1:]], samples,
+                            weight if self.clock else None, labels))
+        self.samples += samples
+        self.weight += weight
+
+    def finish(self, out):
+        period = round(self.weight / self.samples) if self.clock and self.samples else 0
+        first, last = self.span or (None, None)
+        # perf's times are not wall-clock: the duration only, no start.
+        prof = pprof.Profile(period_ns=period, event=self.event,
+                             duration_ns=int((last - first) * 1e9) if first is not None else 0)
+        for frames, n, ns, labels in self.stacks:
+            prof.add(frames, n, ns, labels)
+        prof.write(out)
+
+
+WRITERS = {"folded": Folded, "speedscope": Speedscope, "kinds": Kinds, "pprof": Pprof}

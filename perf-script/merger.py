@@ -32,8 +32,9 @@ DYN_MEMO = 200000
 
 class Folder:
     """Turns one raw stack (interned frames, leaf first) into printed
-    frames, root first: (name, kind name, line) where NAME is what folded
-    output prints (with ':LINE' under --lines) and LINE the Lua line or None."""
+    frames, root first: (name, kind name, line, where) where NAME is what
+    folded output prints (with ':LINE' under --lines), LINE the Lua line or
+    None, WHERE (dso, address) of native code as perf printed it, or None."""
 
     def __init__(self, opts, resolver):
         self.keep_vm = opts.keep_vm
@@ -73,7 +74,7 @@ class Folder:
             ln = leafline if (first and leafline is not None) else self._lua_line(fr)
             if ln is not None:
                 label = "%s:%s" % (label, ln)
-        return (label, "lua", ln)
+        return (label, "lua", ln, None)
 
     def _trace(self, fr):
         name = fr.label
@@ -84,7 +85,7 @@ class Folder:
                 name = "%s:%d" % (name, ln)
         if self.jit_tag:
             name += "_[j]"
-        return (name, "trace", ln)
+        return (name, "trace", ln, None)
 
     def fold(self, frames, leafline):
         """Printed frames of FRAMES (leaf first), root first. Rules (see
@@ -100,7 +101,7 @@ class Folder:
             k = fr.kind
             if k == K_VM:
                 if self.keep_vm:
-                    out.append((fr.name, "vm", None))
+                    out.append((fr.name, "vm", None, _where(fr)))
                     prev_builtin = None
                 ccall = fr.ffi and fr.name == "lj_ccall_func"
                 continue
@@ -110,7 +111,7 @@ class Folder:
                     continue               # cdata call: part of the FFI call
             if k == K_LUA and fr.label is None:
                 if self._fill_name(fr) is None:
-                    out.append(("[unknown]", "lua", None))
+                    out.append(("[unknown]", "lua", None, None))
                     prev_owner = prev_builtin = None
                     continue
                 k = fr.kind
@@ -130,11 +131,11 @@ class Folder:
                 if prev_builtin is not None and prev_builtin[0] == fr.name and \
                         prev_builtin[1] != fr.sym:
                     continue               # lj_ff_x + lj_ffh_x: one call
-                out.append((fr.name, "builtin", None))
+                out.append((fr.name, "builtin", None, _where(fr)))
                 prev_builtin = (fr.name, fr.sym)
                 prev_owner = None
             else:
-                out.append((fr.name, KIND_NAMES[k], None))
+                out.append((fr.name, KIND_NAMES[k], None, _where(fr)))
                 prev_owner = prev_builtin = None
         out.reverse()
         return out
@@ -154,6 +155,10 @@ class Folder:
                 return None
             return ld.line_at(bx)
         return None
+
+
+def _where(fr):
+    return (fr.dso, fr.ip) if fr.dso is not None else None
 
 
 def root_name(comm, pid, tid, mode):
@@ -193,6 +198,7 @@ class Merger:
         self.dropped = 0           # samples dropped on an internal inconsistency
         self.bx_seen = False       # a register line read for --lines
         self.other_events = 0
+        self.t_first = self.t_last = None   # sample times as perf printed them
 
     # -- one callchain ------------------------------------------------------
 
@@ -271,6 +277,10 @@ class Merger:
                 self.event(s)
                 continue
             comm, pid, tid, time, period, event, chain, regs, inline = s
+            if time is not None:
+                if self.t_first is None:
+                    self.t_first = time
+                self.t_last = time
             if event is not None and ev_fixed is not None and event != ev_fixed:
                 if event.split(":", 1)[0] != ev_fixed:
                     self.other_events += 1
@@ -359,6 +369,13 @@ class Merger:
 
     # -- the result ---------------------------------------------------------
 
+    def span(self):
+        """(first, last) sample time in seconds, or None."""
+        try:
+            return float(self.t_first), float(self.t_last)
+        except (TypeError, ValueError):
+            return None
+
     def settle(self):
         """Picks the event to keep (without --event: the one with the most
         samples, the first seen on a tie) and counts the others' samples in
@@ -379,7 +396,7 @@ class Merger:
     def stacks(self, root_mode):
         """Yields (frames, samples, weight, comm, pid, tid) per distinct
         stack of the event kept (settle() first): FRAMES root first as
-        (name, kind, line), KIND one of ljframes.KIND_NAMES, "root" for the
+        (name, kind, line, where) (Folder.fold), KIND one of ljframes.KIND_NAMES, "root" for the
         root frame, None for [no call chain]; WEIGHT the sum of periods (1
         per sample without). PID is None when perf printed none and the
         roots do not need it (a tid's process is looked up in the jitdumps
@@ -401,11 +418,11 @@ class Merger:
             if names is None:
                 # A sample header without any frame: perf script drops a whole
                 # chain that holds a value in -4095..-1 (frameless code).
-                names = folded[fk] = fold(fl, leaf) if fl else [(NO_CHAIN, None, None)]
+                names = folded[fk] = fold(fl, leaf) if fl else [(NO_CHAIN, None, None, None)]
             if pid is None and root_mode:   # the tid's process, or the one assumed
                 pid = self._pid(tid)
             rk = (comm, pid, tid)
             root = roots.get(rk)
             if root is None:
-                root = roots[rk] = (root_name(comm, pid, tid, root_mode), "root", None)
+                root = roots[rk] = (root_name(comm, pid, tid, root_mode), "root", None, None)
             yield [root] + names, n, w, comm, pid, tid

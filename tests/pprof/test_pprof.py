@@ -42,6 +42,13 @@ def go_pprof(args, profile):
     return r.stdout
 
 
+def written(outdir):
+    """DIR/profile.pb.gz, as ljperf record wrote it (lj_merge --pprof)."""
+    p = os.path.join(outdir, "profile.pb.gz")
+    t.check(os.path.exists(p) and os.path.getsize(p) > 0, "ljperf record wrote %s" % p)
+    return p
+
+
 def convert(src, out, *args):
     r = subprocess.run([sys.executable, PPROF_PY, "--from-folded", src, "-o", out] +
                        list(args), capture_output=True, text=True)
@@ -74,8 +81,37 @@ app-200;main;run@/src/a.lua:10:12;leaf@/src/a.lua:3:5_[j] 60
 """
 
 
+LJ_MERGE = os.path.join(ROOT, "perf-script", "lj_merge.py")
+INTERP = os.path.join(ROOT, "tests", "lj_merge", "fixtures", "real", "interp")
+
+
+def lj_merge_pprof(s):
+    """lj_merge --format pprof on a real recording (tests/lj_merge/fixtures:
+    interp.lua, 30 samples of 2 004 008 ns, flat: bytes 12, leaf 8,
+    string.byte 5, lj_lib_checkint 2, lj_lib_checkstr 2, lj_vm_mod 1), to -o
+    and to a pipe."""
+    out = s.path("interp.pb.gz")
+    base = [sys.executable, LJ_MERGE, "--format", "pprof", "--lines", "--jitdump", INTERP,
+            os.path.join(INTERP, "inject.txt")]
+    r = subprocess.run(base + ["-o", out], capture_output=True, text=True)
+    t.check(r.returncode == 0, "lj_merge --format pprof -o FILE (%s)" % r.stderr.strip()[-200:])
+    piped = s.path("piped.pb.gz")
+    with open(piped, "wb") as f:
+        r = subprocess.run(base, stdout=f, stderr=subprocess.PIPE)
+    t.check(r.returncode == 0 and open(piped, "rb").read() == open(out, "rb").read(),
+            "lj_merge --format pprof > FILE writes the same bytes")
+    rows = top(out, "-sample_index=samples", "-lines")
+    for fn, n in (("bytes@interp.lua:13 interp.lua:15", 12), ("leaf@interp.lua:3 interp.lua:3", 8)):
+        t.check(fn in rows and rows[fn][0] == n, "-top -lines: %s %d samples (%s)"
+                % (fn, n, rows.get(fn)))
+    raw = go_pprof(["-raw"], out)
+    t.check("Period: 2004008" in raw and re.search(r"^\s*\d+ +\d+: ", raw, re.M) is not None,
+            "-raw: the period is perf's, samples carry both values")
+
+
 def units():
     with t.Session() as s:
+        lj_merge_pprof(s)
         src = s.path("hand.folded")
         with open(src, "w") as f:
             f.write(HAND)
@@ -200,7 +236,7 @@ def demo():
         out = s.path("out")
         r = s.ljperf(["record", "-o", out, "--lines", "--", fibdemo, "2"])
         t.check(r.returncode == 0, "ljperf record --lines on the demo")
-        p = convert(out, s.path("demo.pb.gz"))
+        p = written(out)
         folded = t.folded(out)
         want = shares(folded)
         rows = top(p, "-sample_index=cpu")
@@ -230,6 +266,13 @@ def demo():
         traces = go_pprof(["-traces"], p)
         t.check("lua_work@%s:20_[j]" % chunk in traces and "comm:  fibdemo" in traces and
                 "kind:  trace" in traces, "-traces: Lua frames, JIT traces, comm and kind")
+        t.check(re.search(r"^\s*\d+: 0x[0-9a-f]+/0x[0-9a-f]+/0x0 %s" % re.escape(fibdemo),
+                          raw, re.M) is not None and
+                re.search(r"^\s*\d+: 0x[0-9a-f]+ M=\d+ c_work ", raw, re.M) is not None,
+                "-raw: C frames sit in a mapping of their DSO (%s) at their address" % fibdemo)
+        conv = convert(out, s.path("demo.pb.gz"))
+        t.check(top(conv, "-sample_index=cpu") == rows,
+                "pprof.py --from-folded DIR gives the same -top as lj_merge --pprof")
 
 
 FORK_LUA = os.path.join(ROOT, "tests", "lj_merge", "capture", "real", "fork.lua")
@@ -258,7 +301,7 @@ def processes():
         t.check(len(roots) == 3 and all(len(v) == 1 for v in owner.values()) and
                 len(owner) == 2, "folded: 3 processes, parent_work and child_b in one "
                                  "each (%s, %s)" % (roots, owner))
-        p = convert(out, s.path("fork.pb.gz"))
+        p = written(out)
         tags = go_pprof(["-tags"], p)
         got = {int(m.group(2)): float(m.group(1))
                for m in re.finditer(r"\(\s*([\d.]+)%\): (\d+)$", tags, re.M)}

@@ -13,6 +13,7 @@ then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
   flamegraph.html   interactive flame graph, one self-contained file
   profile.folded    folded stacks (flamegraph.pl, speedscope, inferno ...)
   profile.kinds     what each frame is (lj_merge --kinds)
+  profile.pb.gz     pprof profile.proto (go tool pprof, Pyroscope, Parca)
   perf.data         the recording; perf.jit.data after perf inject --jit
   jit-PID.dump      the jitdump, cut to the code samples hit (perf inject
                     makes one .so per code load); jit-PID.dump.full: all of it
@@ -481,6 +482,7 @@ def fold(perf, outdir, data, opts, fmt="folded"):
     folded = os.path.join(outdir, "profile.folded")
     kinds = os.path.join(outdir, "profile.kinds")
     merge = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--kinds", kinds,
+                               "--pprof", os.path.join(outdir, "profile.pb.gz"),
                                "-o", folded]
     log_sfx = ""
     if fmt != "folded":
@@ -703,6 +705,8 @@ def print_result(outdir, folded, html_out, total, event, data):
     say("profile: %s in %s" % (amount, outdir))
     say("  flame graph    %s" % html_out)
     say("  folded stacks  %s" % folded)
+    say("  pprof          %s  (go tool pprof -http=: %s)"
+        % (os.path.join(outdir, "profile.pb.gz"), os.path.join(outdir, "profile.pb.gz")))
     say("  perf data      %s  (perf report -i %s --buildid-dir %s)"
         % (data, data, os.path.join(outdir, ".debug")))
 

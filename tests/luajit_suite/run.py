@@ -18,8 +18,11 @@ is run again from the next test (test.lua's number arguments), so one crash
 does not hide the rest.
 
 Output: one line per test that did not pass on both (--all: every test),
-"i name: A-status | B-status", a failure's first error line (hex addresses
-masked) in brackets, "DIFF" when A and B differ; then one summary line.
+"i name: A-status | B-status" (tests are matched by name; i is A's number),
+a failure's first error line (hex addresses masked) in brackets, "DIFF"
+when A and B differ; then every stderr line that only one interpreter
+wrote (test.lua reports on stdout, so stderr holds the interpreter's own
+messages; each counts as a difference); then one summary line.
 Exit status 0 when every test has the same result on A and B (failures
 included), 1 on any difference or when a run announced no test at all
 (e.g. test.lua could not load a file), 2 on a usage error.
@@ -57,10 +60,12 @@ def run_once(cmd, cwd, env, timeout):
     there is no summary), return code (None: timeout), last announced i."""
     try:
         p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=timeout)
-        out, rc = p.stdout, p.returncode
+                           stderr=subprocess.PIPE, timeout=timeout)
+        out, err, rc = p.stdout, p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
-        out, rc = e.stdout or b"", None
+        out, err, rc = e.stdout or b"", e.stderr or b"", None
+    stderr = [HEX.sub("0x?", l.rstrip())
+              for l in err.decode("utf-8", "replace").splitlines() if l.strip()]
     tests, errors, fails, total = {}, {}, None, None
     cur, summary_fails = None, None
     for line in out.decode("utf-8", "replace").splitlines():
@@ -89,18 +94,19 @@ def run_once(cmd, cwd, env, timeout):
     if last is None:
         tail = out.decode("utf-8", "replace").strip().splitlines()[:1]
         errors[None] = tail
-    return tests, errors, fails, rc, last, total
+    return tests, errors, fails, rc, last, total, stderr
 
 
 def run_suite(interp, suite, args, env, timeout, resume):
-    """Returns ({i: (name, status, message)}, notes)."""
+    """Returns ({i: (name, status, message)}, notes, stderr lines)."""
     cwd = os.path.dirname(os.path.abspath(suite))
     base = shlex.split(interp) + [os.path.abspath(suite)]
-    results, notes = {}, []
+    results, notes, stderr = {}, [], []
     numbers = None          # None: the whole plan
     while True:
         cmd = base + list(args) + ([str(n) for n in numbers] if numbers else [])
-        tests, errors, fails, rc, last, total = run_once(cmd, cwd, env, timeout)
+        tests, errors, fails, rc, last, total, err = run_once(cmd, cwd, env, timeout)
+        stderr += err
         for i, name in tests.items():
             msg = ""
             err = [l for l in errors.get(i, []) if l.strip()]
@@ -136,7 +142,7 @@ def run_suite(interp, suite, args, env, timeout, resume):
         if not resume or not rest:
             break
         numbers = rest
-    return results, notes
+    return results, notes, stderr
 
 
 def parse_env(items):
@@ -179,13 +185,27 @@ def main():
     env_a = dict(both)
     env_a.update(parse_env(o.env))
 
-    ra, na = run_suite(o.a, o.suite, args, env_a, o.timeout, not o.no_resume)
-    rb, nb = run_suite(o.b, o.suite, args, both, o.timeout, not o.no_resume)
+    ra, na, se_a = run_suite(o.a, o.suite, args, env_a, o.timeout, not o.no_resume)
+    rb, nb, se_b = run_suite(o.b, o.suite, args, both, o.timeout, not o.no_resume)
 
+    # Tests are matched by name (file --- name, and its ordinal among tests
+    # of the same name), not by number: if the two plans differ (a tag that
+    # one interpreter has), the numbers shift but the names still match.
+    def by_name(r):
+        out, seen = {}, {}
+        for i in sorted(r):
+            name = r[i][0]
+            seen[name] = seen.get(name, 0) + 1
+            out[(name, seen[name])] = (i,) + r[i][1:]
+        return out
+    ka, kb = by_name(ra), by_name(rb)
+    order = sorted(set(ka) | set(kb),
+                   key=lambda k: (ka.get(k) or kb.get(k))[0])
     diffs = 0
-    for i in sorted(set(ra) | set(rb)):
-        name, sa, ma = ra.get(i, (rb.get(i, ("?",))[0], "notrun", ""))
-        _, sb, mb = rb.get(i, (name, "notrun", ""))
+    for key in order:
+        name = key[0]
+        i, sa, ma = ka.get(key, (kb.get(key, (0,))[0], "notrun", ""))
+        _, sb, mb = kb.get(key, (i, "notrun", ""))
         differ = (sa, ma) != (sb, mb)
         diffs += differ
         if differ or o.all or sa != "pass" or sb != "pass":
@@ -193,6 +213,16 @@ def main():
             eb = " [%s]" % mb if mb and mb != ma else ""
             print("%5d %s: A %s%s | B %s%s%s" % (i, name, sa, ea, sb, eb,
                                                   "  DIFF" if differ else ""))
+    # test.lua writes to stdout; anything on stderr (the interpreter's own
+    # messages) must be the same on both.
+    for tag, mine, other in (("A", se_a, se_b), ("B", se_b, se_a)):
+        rest = list(other)
+        for line in mine:
+            if line in rest:
+                rest.remove(line)
+            else:
+                print("stderr %s only: %s  DIFF" % (tag, line))
+                diffs += 1
     for tag, notes in (("A", na), ("B", nb)):
         for n in notes:
             print("note %s: %s" % (tag, n))

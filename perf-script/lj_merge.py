@@ -2,7 +2,7 @@
 """lj_merge: fold `perf script` output into flame-graph stacks, with the Lua
 frames of a ljperf-patched LuaJIT spliced into the host (C) stacks.
 
-  perf record -k mono -g --call-graph fp --user-regs=bx luajit app.lua
+  perf record -k mono -g --call-graph fp --user-regs=r13 luajit app.lua
   perf inject --jit -i perf.data -o perf.jit.data        # optional
   perf script -i perf.jit.data | lj_merge > out.folded
   flamegraph.pl out.folded > out.svg
@@ -24,9 +24,10 @@ perf script fields (-F) and what each enables
   ip,sym,symoff,dso
                   the callchain (needs `perf record -g`). symoff is used to
                   place Lua frames inside their function for --lines.
-  uregs           with BX recorded (`--user-regs=bx`) and --lines, the exact
+  uregs           with R13 recorded (`--user-regs=r13`) and --lines, the exact
                   line running in the innermost Lua function when the sample
-                  hit the interpreter (BX is the VM's bytecode PC), else the
+                  hit the interpreter (R13 is the VM's bytecode PC; BX in
+                  recordings of ljperf before 2026-11), else the
                   function's frame record only tells its first line.
   --show-task-events (not a field): fork, thread and exec events. A forked
                   child that loads no code of its own writes no jit-PID.dump:
@@ -40,8 +41,8 @@ Frames
 ------
   Lua functions  `NAME@CHUNK:LINE` or `CHUNK:LINE` (LINE = definition line);
                  with --lines `LABEL:CURLINE`: the line of the call for a
-                 caller, BX's line for the running function, `?` when the
-                 function has made no call and BX does not tell (no uregs,
+                 caller, the PC register's line for the running function, `?` when the
+                 function has made no call and the PC register does not tell (no uregs,
                  or it runs a trace). Named by `perf inject --jit`
                  (DSO jitted-PID-N.so) or, when perf prints [unknown], by
                  lj_merge from jit-PID.dump (or perf-PID.map) itself: the
@@ -189,7 +190,7 @@ def make_parser():
                    help="root frame comm-PID/TID (one tree per thread)")
     p.add_argument("--lines", action="store_true",
                    help="Lua frames as LABEL:CURLINE (current line, from the jitdump's "
-                        "DEBUG_INFO; the leaf from BX with -F uregs)")
+                        "DEBUG_INFO; the leaf from R13 with -F uregs)")
     p.add_argument("--jit-tag", action="store_true",
                    help="append _[j] to frames running as JIT traces")
     p.add_argument("--keep-vm", action="store_true",

@@ -6,7 +6,20 @@ VM_PREFIXES); nothing else decides what a frame is."""
 import os
 import re
 
-from perfscript import split_frame
+from perfscript import parse_reg, split_frame
+
+# The interpreter's bytecode PC register (vm_patch 0001: rbx holds RB, rbp
+# is the frame pointer). PC_USER_REGS is for perf record --user-regs=;
+# recordings of ljperf's VMs before 2026-11 have the PC in BX.
+PC_REG = "R13"
+PC_REG_BEFORE = "BX"
+PC_USER_REGS = "r13"
+
+
+def interp_pc(regs):
+    """The interpreter's PC in a -F uregs line (R13, else BX), or None."""
+    pc = parse_reg(regs, PC_REG)
+    return pc if pc is not None else parse_reg(regs, PC_REG_BEFORE)
 
 # perf inject --jit writes one ELF per CODE_LOAD: jitted-PID-INDEX.so. Its
 # .text starts at this file offset (perf's genelf GEN_ELF_TEXT_OFFSET:
@@ -39,7 +52,7 @@ _VM_HELPERS = frozenset((
 # __call metamethod (ffi.meta___call) goes with lj_ccall_func right above it.
 _FFI_PLUMBING = frozenset(("lj_ccall_func", "lj_ccallback_enter",
                            "lj_ccallback_leave"))
-# VM frames where the BX register is not the interpreter's bytecode PC:
+# VM frames where the PC register (R13) is not the interpreter's bytecode PC:
 # entries from C, the FFI (C code runs above them) and trace exits.
 _NO_BX = frozenset(("lj_vm_ffi_call", "lj_vm_ffi_callback", "lj_vm_pcall",
                     "lj_vm_cpcall", "lj_vm_call", "lj_vm_resume",
@@ -115,7 +128,7 @@ class Fr:
         self.off = None           # offset inside the load
         self.addr = None          # absolute address (DYN frames)
         self.dyn = False
-        self.interp = False       # VM code or helper: BX may be the bytecode PC
+        self.interp = False       # VM code or helper: R13 may be the bytecode PC
         self.ffi = False          # FFI call/callback machinery (lj_ccall_func)
         self.sym = None
         self.lines = None         # cached line (fold time)

@@ -15,13 +15,13 @@ Invariants:
 import os
 
 from perfscript import Event, is_srcline, parse_reg, time_end_ns
-from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
+from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN, interp_pc,
                       make_frame, name_frame)
 
 # A Lua frame record's ret is the return PC into the function's callee, or,
 # before it made a call (or when the VM rebuilt the record), the address
 # after its first instruction (FUNCF/FUNCV, never a call): that frame's
-# current line is unknown (printed `?` by --lines) unless BX gives it.
+# current line is unknown (printed `?` by --lines) unless the PC register (R13) gives it.
 ENTRY_OFF = 4
 
 # Caches are emptied when they pass these sizes (bounded memory).
@@ -141,7 +141,7 @@ class Folder:
         return out
 
     def leaf_line(self, frames, bx):
-        """Line of BX in the innermost Lua function, if BX is inside it and
+        """Line of BX (the PC register's value) in the innermost Lua function, if BX is inside it and
         only VM code or frameless VM helpers (lj_vm_mod...) run above it:
         there BX is the interpreter's PC, while the function's own record
         still holds its first instruction."""
@@ -304,7 +304,7 @@ class Merger:
                 leaf = None
                 if regs is not None and want_bx and fl and fl[0].interp:
                     self.bx_seen = True
-                    bx = parse_reg(regs, "BX")
+                    bx = interp_pc(regs)
                     if bx is not None:
                         leaf = self.folder.leaf_line(fl, bx)
             except Exception:          # noqa: BLE001 -- one sample, not the run

@@ -5,10 +5,10 @@ usage: identity.py CASE MODE   (MODE: joff or jit)
 
 Runs tests/frames/CASE.lua on the patched VM with LUAJIT_PERF=1 (frame
 recording, jitdump) under `perf record -k mono -g --call-graph fp
---user-regs=bx`, WITHOUT perf inject. Bytecode and trace addresses in the
+--user-regs=r13`, WITHOUT perf inject. Bytecode and trace addresses in the
 chains are resolved from the program's jitdump (the load live at the
 sample's time). Samples are selected by where they land: for a Lua leaf,
-the sampled PC (BX) lies in that function's bytecode while an interpreter
+the sampled PC (R13) lies in that function's bytecode while an interpreter
 handler runs, or the sample is in a trace the function owns; for a C leaf,
 the leaf symbol. The chain of each selected sample, reduced to Lua
 functions (and the named C functions), must equal one of the expected
@@ -138,7 +138,7 @@ def selected(sample, res, t, target):
         exiting = any(f[1] == "lj_vm_exit_handler" for f in sample.frames)
         return "trace" if exiting else "exact"
     if sym and (sym.startswith("lj_BC_") or sym == "lj_vm_mod"):
-        bx = T.perfscript.parse_reg(sample.regs or "", "BX")
+        bx = T.ljframes.interp_pc(sample.regs or "")
         ld = res.load(bx, t) if bx else None
         if ld is not None and not ld.name.startswith("TRACE_") \
            and short(ld.name) == target:
@@ -184,7 +184,7 @@ def test():
     if case == "toggles":
         env["LUAJIT_PERF"] = "map,jitdump"  # the program switches frames
     with T.PerfSession() as sess:
-        data, out = sess.record(cmd, env=env, freq=2000, regs="bx")
+        data, out = sess.record(cmd, env=env, freq=2000, regs=T.ljframes.PC_USER_REGS)
         samples = sess.samples(data, "comm,pid,tid,time,ip,sym,dso,uregs",
                                extra=["--ns"])
         res = Resolver(sess.dump(samples[0].pid))

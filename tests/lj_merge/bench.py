@@ -14,7 +14,7 @@ the best of --runs runs is reported, as wall-clock and as CPU time of the
 child (user+sys; the machine may be shared). The target is >= 1M lines/s.
 
 A real large capture (1.26M lines, root): build capture/fakevm.c, then
-  perf record -k mono -g --call-graph fp --user-regs=bx -F 10000 -o p.data \
+  perf record -k mono -g --call-graph fp --user-regs=r13 -F 10000 -o p.data \
       ./fakevm 2.4 $PWD
   perf script -i p.data > raw.txt
   perf script -i p.data -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs > rawF.txt
@@ -27,7 +27,7 @@ pipe): --perf-data P.data times `perf script -i P.data PERF-ARGS` (best of
 --runs, output to a file in a temporary directory), then lj_merge on that
 very output. The real patched VM, e.g. the demo (deep stacks) at 5 kHz:
   LUAJIT_PERF=1 LUAJIT_PERF_DIR=$PWD perf record -k mono -g --call-graph fp \
-      --user-regs=bx -F 4999 -o demo.data build/examples/demo/fibdemo 7.5
+      --user-regs=r13 -F 4999 -o demo.data build/examples/demo/fibdemo 7.5
   perf inject --jit -i demo.data -o demo.jit.data
   bench.py --perf-data demo.data --args "--jitdump $PWD"
   bench.py --perf-data demo.jit.data --perf-args "-F comm,pid,tid,time,period,\

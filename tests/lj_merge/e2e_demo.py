@@ -7,7 +7,7 @@ usage: e2e_demo.py [SECONDS]      (ctest lj_merge.e2e_demo; needs root or
 Records build/examples/demo/fibdemo (a C host: main -> lua_pcall -> demo.lua;
 fib_lua (Lua) and fib_c (C, through the FFI) call each other recursively;
 leaves burn CPU in lua_work (Lua) or c_work (C) and time themselves) with
-LUAJIT_PERF=1 under `perf record -k mono -g --call-graph fp --user-regs=bx`,
+LUAJIT_PERF=1 under `perf record -k mono -g --call-graph fp --user-regs=r13`,
 then runs perf inject --jit, perf script and lj_merge, and checks the folded
 stacks:
 
@@ -155,7 +155,7 @@ def test():
         T.fail("lj_merge not found: %s" % LJ_MERGE)
     with T.PerfSession() as sess:
         data, out = sess.record([demo, seconds], env={"LUAJIT_PERF": "1"},
-                                freq=999, regs="bx")
+                                freq=999, regs="r13")
         dumps = [n for n in os.listdir(sess.dir) if n.startswith("jit-")]
         for n in dumps:
             sess.pids.add(int(n[4:-5]))        # their /tmp/perf-PID.map goes too

@@ -4,7 +4,7 @@
 usage: fields.py [SECONDS]      (ctest lj_merge.fields; needs perf and a build)
 
 Records capture/real/interp.lua once (build/bin/luajit -joff, LUAJIT_PERF=1,
-under `perf record -k mono -g --call-graph fp --user-regs=bx`): its main
+under `perf record -k mono -g --call-graph fp --user-regs=r13`): its main
 chunk calls mid, which calls leaf (most of the time), and bytes, which calls
 string.byte. Then, for each
 perf script field set below (the full one, each field left out, srcline,
@@ -129,7 +129,7 @@ def test():
     ok = True
     with T.PerfSession() as sess:
         data, _ = sess.record([T.binpath("luajit"), "-joff", PROG, secs],
-                              env={"LUAJIT_PERF": "1"}, regs="bx", freq=1000)
+                              env={"LUAJIT_PERF": "1"}, regs="r13", freq=1000)
         dumps = [n for n in os.listdir(sess.dir) if re.match(r"^jit-\d+\.dump$", n)]
         if len(dumps) != 1:
             T.fail("want one jit-PID.dump, found %s (is LUAJIT_PERF on?)" % dumps)

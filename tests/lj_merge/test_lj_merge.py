@@ -214,6 +214,12 @@ class Parsing(unittest.TestCase):
         self.assertEqual(perfscript.parse_reg(ln, "DX"), 1)
         self.assertIsNone(perfscript.parse_reg(" ABI:2 ", "BX"))
 
+    def test_interp_pc(self):
+        # R13 is the PC; recordings of older ljperf VMs had it in BX only.
+        self.assertEqual(ljframes.interp_pc(" ABI:2    BX:0x11    R13:0x22 "), 0x22)
+        self.assertEqual(ljframes.interp_pc(" ABI:2    BX:0x11 "), 0x11)
+        self.assertIsNone(ljframes.interp_pc(" ABI:2    DX:0x11 "))
+
     def test_time(self):
         self.assertEqual(perfscript.time_to_ns("832.171767"), (832171767000, 1000))
         self.assertEqual(perfscript.time_to_ns("832.171767123"), (832171767123, 1))

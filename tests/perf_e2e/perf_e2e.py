@@ -6,7 +6,7 @@
 Programs (progs/*.lua, the C host host.c) run on build/bin/luajit with
 LUAJIT_PERF set, under
 
-    perf record -k mono -g --call-graph fp --user-regs=bx
+    perf record -k mono -g --call-graph fp --user-regs=r13
     perf inject --jit
     perf script -F comm,pid,tid,time,ip,sym,dso[,srcline]
 
@@ -25,7 +25,7 @@ Tests (ctest perf_e2e.TEST):
                       constructor fields, CHUNK:LINE for anonymous ones, chunks
                       with source text, spaces, (), ;, :, non-ASCII and 800-byte
                       names; srcline of the leaf frame, the caller frames (call
-                      lines) and the traces (loop lines); interpreter PCs (BX)
+                      lines) and the traces (loop lines); interpreter PCs (R13)
                       on the loop line; the map equals the dump; CODE_CLOSE at
                       exit; the standard library's Lua functions described.
   names.map           no inject: traces named from /tmp/perf-PID.map.
@@ -85,7 +85,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import ljptest as T  # noqa: E402
-from ljptest import jitdump, ljresolve, perfscript  # noqa: E402
+from ljptest import jitdump, ljframes, ljresolve, perfscript  # noqa: E402
 
 MIN_SAMPLES = 10      # samples a function must get to be judged
 GOOD = 0.9            # share of a function's samples that must be fully right
@@ -184,7 +184,7 @@ class Session(T.PerfSession):
             data = self.path("perf%d.data" % self.n)
             cmd = ["perf", "--buildid-dir", self.path(".debug"), "record", "-q",
                    "-e", T.perf_event(), "-F", str(freq), "-k", "mono", "-g",
-                   "--call-graph", "fp", "--user-regs=bx", "-o", data, "--"] + list(cmd)
+                   "--call-graph", "fp", "--user-regs=" + ljframes.PC_USER_REGS, "-o", data, "--"] + list(cmd)
         fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
         try:
             r = subprocess.run(cmd, env=e, cwd=cwd, stdin=fin, capture_output=True)
@@ -491,7 +491,7 @@ def test_names(mode):
 
 
 def check_pc_lines(s, data, pid, dump, fns):
-    """Interpreter samples: BX holds the bytecode PC (--user-regs=bx). Looked
+    """Interpreter samples: R13 holds the bytecode PC (--user-regs=r13). Looked
     up in the dump's line table (the load live at the sample's time), it is
     in the leaf Lua function and on a line of its loop."""
     d = ljresolve.load_dump(dump)
@@ -502,19 +502,19 @@ def check_pc_lines(s, data, pid, dump, fns):
         if x.pid != pid or not lf or lf[0].sym not in byname or not (x.frames[0].sym or "").startswith("lj_BC_"):
             continue
         fn = byname[lf[0].sym]
-        bx = perfscript.parse_reg(x.regs or "", "BX")
+        bx = ljframes.interp_pc(x.regs or "")
         live = [ld for ld in d.candidates(bx or 0) if ld.ts <= x.time]
         n += 1
         if not live:
-            bad["BX not in any load"] += 1
+            bad["PC not in any load"] += 1
         elif live[-1].name != fn.label:
-            bad["BX in %s" % live[-1].name] += 1
+            bad["PC in %s" % live[-1].name] += 1
         elif live[-1].line_at(bx) != fn.loop:
             bad["line %s" % live[-1].line_at(bx)] += 1
-    check(n >= 5 * MIN_SAMPLES, "only %d interpreter samples with BX" % n)
-    check(sum(bad.values()) <= (1 - GOOD) * n, "BX (the PC) of %d of %d interpreter samples is not on the "
+    check(n >= 5 * MIN_SAMPLES, "only %d interpreter samples with the PC register" % n)
+    check(sum(bad.values()) <= (1 - GOOD) * n, "R13 (the PC) of %d of %d interpreter samples is not on the "
           "loop line of the leaf Lua function: %s" % (sum(bad.values()), n, top(bad)))
-    info("BX: the PC of %d of %d interpreter samples is on the loop line of its function"
+    info("R13: the PC of %d of %d interpreter samples is on the loop line of its function"
          % (n - sum(bad.values()), n))
 
 

@@ -9,7 +9,7 @@ For each run (BINARY, JIT mode) it uses a fresh temporary directory DIR
 (also TMPDIR of the app and LUAJIT_PERF_DIR) and does:
 
   LUAJIT_PERF=1 [LJPERF_APP_JIT=off] perf --buildid-dir DIR/.debug record \\
-      -k mono -g --call-graph fp --user-regs=bx -o DIR/perf.data BINARY app.lua
+      -k mono -g --call-graph fp --user-regs=r13 -o DIR/perf.data BINARY app.lua
   perf --buildid-dir DIR/.debug inject --jit -i DIR/perf.data -o DIR/perf.jit.data
   perf --buildid-dir DIR/.debug script -i DIR/perf.jit.data \\
       -F comm,pid,tid,time,period,ip,sym,symoff,dso,uregs > DIR/perf.script
@@ -749,7 +749,7 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
         jdata = os.path.join(work, 'perf.jit.data')
         bid = ['--buildid-dir', os.path.join(work, '.debug')]
         rec = run([perf] + bid + ['record', '-k', 'mono', '-g', '--call-graph', 'fp',
-                                  '--user-regs=bx', '-o', data, binary, app],
+                                  '--user-regs=r13', '-o', data, binary, app],
                   cwd=work, env=env, stdin=subprocess.DEVNULL, timeout=300)
         out = rec.stdout.decode('utf-8', 'replace')
         err = rec.stderr.decode('utf-8', 'replace')

@@ -7,7 +7,7 @@
   ljperf diff BEFORE AFTER [-o FILE] [--absolute] [--format html|folded]
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
-ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=bx),
+ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=r13),
 then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
 
   flamegraph.html   interactive flame graph, one self-contained file
@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.normpath(os.path.join(SRC_DIR, os.pardir, os.pardir,
                                                  "perf-script")))
 import jitdump  # noqa: E402
 import perfscript  # noqa: E402
-from ljframes import KINDS, frame_kind  # noqa: E402
+from ljframes import KINDS, PC_USER_REGS, frame_kind  # noqa: E402
 
 
 class Fail(Exception):
@@ -478,7 +478,7 @@ def fold(perf, outdir, data, opts, fmt="folded"):
     (FMT: another lj_merge --format, into DIR/FORMATS[FMT])."""
     fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
     if opts.lines:
-        fields += ",uregs"        # lj_merge reads BX only for --lines
+        fields += ",uregs"        # lj_merge reads the PC register only for --lines
     folded = os.path.join(outdir, "profile.folded")
     kinds = os.path.join(outdir, "profile.kinds")
     merge = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--kinds", kinds,
@@ -735,7 +735,7 @@ def cmd_record(opts):
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
     argv = [perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q",
-            "-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=bx",
+            "-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=" + PC_USER_REGS,
             "-F", str(opts.freq), "-o", data]
     env = dict(os.environ)
     errfd = None

@@ -13,7 +13,7 @@ cc -O1 -g -fno-omit-frame-pointer -fno-inline -pthread -o "$tmp/cstack" "$here/c
 F=comm,pid,tid,time,period,ip,sym,symoff,dso,uregs
 
 # fork + thread, default fields and -F $F (uregs: BX), 3 samples per stack
-perf record -q -k mono -g --call-graph fp --user-regs=bx -F 199 \
+perf record -q -k mono -g --call-graph fp --user-regs=r13 -F 199 \
   -o "$tmp/c.data" "$tmp/cstack" 0.15 1 2>/dev/null
 perf script -i "$tmp/c.data" > "$tmp/c.txt" 2>/dev/null
 perf script -i "$tmp/c.data" -F $F > "$tmp/cF.txt" 2>/dev/null

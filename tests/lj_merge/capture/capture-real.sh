@@ -19,7 +19,7 @@
 #   fork    luajit -joff fork.lua       parent + 2 forked children (one with a
 #                                       jitdump of its own, one without)
 # Each: LUAJIT_PERF=1 LUAJIT_PERF_DIR=<scratch>,
-#   perf record -e cpu-clock -k mono -g --call-graph fp --user-regs=bx -F 499
+#   perf record -e cpu-clock -k mono -g --call-graph fp --user-regs=r13 -F 499
 #   perf inject --jit
 # and four texts of the same samples, trimmed with trim.py (1 sample per
 # distinct callchain, 6 for host, at most MAX=30 of them, spread over the run):
@@ -66,7 +66,7 @@ for sc in $scenarios; do
   esac
   (cd "$d" && LUAJIT_PERF=1 LUAJIT_PERF_DIR="$d" \
      perf --buildid-dir "$tmp/.debug" record -q -e cpu-clock -k mono -g \
-       --call-graph fp --user-regs=bx -F 499 -o "$d/perf.data" $cmd >/dev/null)
+       --call-graph fp --user-regs=r13 -F 499 -o "$d/perf.data" $cmd >/dev/null)
   perf --buildid-dir "$tmp/.debug" inject --jit -i "$d/perf.data" -o "$d/perf.jit.data"
   for v in raw inject; do
     data="$d/perf.data"

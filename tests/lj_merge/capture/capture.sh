@@ -10,7 +10,7 @@ fix="$here/../fixtures"
 tmp=$(mktemp -d /tmp/ljm-fakevm.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cc -O1 -g -fno-omit-frame-pointer -pthread -o "$tmp/fakevm" "$here/fakevm.c"
-perf record -q -k mono -g --call-graph fp --user-regs=bx -F 199 \
+perf record -q -k mono -g --call-graph fp --user-regs=r13 -F 199 \
   -o "$tmp/perf.data" "$tmp/fakevm" 0.15 "$tmp" 2>/dev/null
 perf inject --jit -i "$tmp/perf.data" -o "$tmp/perf.jit.data"
 F=comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs

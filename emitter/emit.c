@@ -2,7 +2,7 @@
 ** ljperf emitter: the public entry points of ljperf_emit.h. One process-wide
 ** lock serialises the writers (perfmap.c, jitdump.c); a fork is detected by
 ** pid (cached; the atfork child handler forgets it) and gives the child its
-** own files.
+** own files: at its first call, or at once in a child of root.
 */
 #include "ljperf_emit_common.h"
 
@@ -25,11 +25,18 @@ static pid_t my_pid(void)
 ** copy locked forever: hold it across fork (glibc runs these handlers). */
 static void fork_prepare(void) { pthread_mutex_lock(&lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void check_fork(void);
 static void fork_child(void)
 {
   cur_pid = 0;
   batch = 0;
   ljp_jd_forget_tid();
+  /* A child of root may drop privileges next (nginx workers run as `user`,
+  ** e.g. nobody): create its files now, as root. perf refuses a jitdump or
+  ** perf map owned by neither itself nor root, and a stale root-owned file
+  ** of a reused pid would stop an unprivileged child from creating its own.
+  ** Describing the code still waits for the child's first call. */
+  if (want && geteuid() == 0) check_fork();
   pthread_mutex_unlock(&lock);
 }
 static void register_atfork(void)

@@ -5,6 +5,7 @@
 #   bin/luajit2, bin/luajit2-base   the two interpreters of those trees
 #   lib/luajit2/libluajit-5.1.so.2  the patched luajit2 as a drop-in for
 #                      Debian's stock nginx + libnginx-mod-http-lua
+#   lib/lua/5.1/cjson.so  Debian's lua-cjson source with frame pointers
 # Invariants:
 # - Both nginx variants come from one nginx, ndk and lua-nginx-module source
 #   and are configured with exactly LJPERF_NGINX_CONFIGURE_ARGS; they differ
@@ -60,6 +61,23 @@ add_custom_target(luajit2-dropin ALL DEPENDS "${ljperf_dropin}")
 # that rule: order the targets so that the copy finds the outputs up to date
 # (run in parallel, the two copies would build the same tree at once).
 add_dependencies(luajit2-dropin luajit2)
+
+# --- lua-cjson ------------------------------------------------------------------
+# Debian's lua-cjson source built with frame pointers: its binary package is
+# built without them, so samples inside cjson would lose their Lua callers.
+# The example puts lib/lua/5.1 first on its cpath; the module is the same
+# source (and gives the same output) as Debian's cjson.so.
+ljperf_debian_source(lua-cjson ljperf_cjson_src)
+# luajit2's lauxlib.h declares luaL_setfuncs, which lua-cjson defines itself
+# for Lua 5.1 (Debian builds it against lua5.1's headers): rename its copy.
+file(CONFIGURE OUTPUT "${CMAKE_BINARY_DIR}/lua-cjson/lua_cjson_luajit2.c" CONTENT
+     "#include <lauxlib.h>\n#define luaL_setfuncs cjson_luaL_setfuncs\n#include \"${ljperf_cjson_src}/lua_cjson.c\"\n")
+add_library(ljperf_cjson MODULE "${CMAKE_BINARY_DIR}/lua-cjson/lua_cjson_luajit2.c"
+            "${ljperf_cjson_src}/strbuf.c" "${ljperf_cjson_src}/fpconv.c")
+target_include_directories(ljperf_cjson PRIVATE "${LJ2_PATCHED_TREE}/src" "${ljperf_cjson_src}")
+target_compile_options(ljperf_cjson PRIVATE -O2 -g -fno-omit-frame-pointer)
+set_target_properties(ljperf_cjson PROPERTIES PREFIX "" OUTPUT_NAME cjson
+                      LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/lib/lua/5.1")
 
 # --- nginx ----------------------------------------------------------------------
 # Debian's module is built with this default package.path (debian/rules of

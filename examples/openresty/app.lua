@@ -6,7 +6,7 @@
 --           to the second server block), is decoded with cjson, enriched in
 --           Lua and encoded again; /slow first yields in ngx.sleep and ranks
 --           the item after the coroutine is resumed
---   log     (api_log): status and latency counters in a shared dict
+--   log     (api_log): status and latency counters, a structured log line
 --   timer   (refresh_summary, every 50 ms in each worker): summarises the
 --           counters into a JSON document served at /stats
 --   backend (backend_item): the "upstream", deterministic JSON per item id
@@ -23,9 +23,11 @@ local WORDS = { "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf",
 
 local backend_port
 
--- Master process (init_by_lua): configuration only.
+-- Master process (init_by_lua): configuration. LJPERF_APP_JIT=off (read
+-- here, in the master's environment) runs the app without the JIT compiler.
 function M.init(port)
   backend_port = tonumber(port)
+  if os.getenv("LJPERF_APP_JIT") == "off" then jit.off() end
 end
 
 -- Access phase ---------------------------------------------------------------
@@ -166,11 +168,26 @@ local function latency_bucket(ms)
   return b
 end
 
+-- A structured access-log line (kept as the last line per status).
+local function log_line(ms)
+  local parts = {}
+  local fields = { "uri", "request_method", "remote_addr", "server_port", "status",
+                   "body_bytes_sent", "http_x_api_key", "request_length" }
+  for i, f in ipairs(fields) do
+    local v = ngx.var[f] or "-"
+    parts[i] = string.format("%s=%q", f, v)
+  end
+  parts[#parts + 1] = string.format("ms=%.3f", ms)
+  parts[#parts + 1] = "client=" .. tostring(ngx.ctx.client)
+  return table.concat(parts, " ")
+end
+
 function M.api_log()
   local stats = ngx.shared.stats
   stats:incr("status:" .. ngx.status, 1, 0)
   local ms = (ngx.now() - ngx.req.start_time()) * 1000
   stats:incr("latency_le_ms:" .. latency_bucket(ms), 1, 0)
+  ngx.shared.cache:set("last_log:" .. ngx.status, log_line(ms))
 end
 
 -- Timer --------------------------------------------------------------------------

@@ -93,7 +93,13 @@ class Nginx:
         mods = ""
         if self.stock:
             mods = "".join("load_module %s;\n" % m for m in STOCK_MODULES)
-        for k, v in (("LOAD_MODULES", mods),
+        cpath = ""
+        if not self.stock:
+            d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(self.binary))),
+                             "lib", "lua", "5.1")
+            if os.path.isfile(os.path.join(d, "cjson.so")):
+                cpath = d + "/?.so;"
+        for k, v in (("LOAD_MODULES", mods), ("CPATH", cpath),
                      ("USER", "user %s;" % self.user if self.user else ""),
                      ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
                      ("APPDIR", HERE), ("PORT", str(self.port)),

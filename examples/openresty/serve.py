@@ -68,7 +68,7 @@ class Nginx:
     """One nginx serving the example from a temporary prefix."""
 
     def __init__(self, binary=None, workers=2, port=None, stock=False, env=None,
-                 user=None):
+                 user=None, daemon=False):
         self.binary = binary or (STOCK_NGINX if stock else
                                  os.path.join(ROOT, "build", "bin", "nginx"))
         self.workers = workers
@@ -82,6 +82,10 @@ class Nginx:
         self.user = user
         self.prefix = None
         self.proc = None
+        # daemon: nginx forks into the background (a binary upgrade needs
+        # that: a master whose parent is still there ignores SIGUSR2)
+        self.daemon = daemon
+        self._master = None
 
     @property
     def url(self):
@@ -102,6 +106,7 @@ class Nginx:
         for k, v in (("LOAD_MODULES", mods), ("CPATH", cpath),
                      ("USER", "user %s;" % self.user if self.user else ""),
                      ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
+                     ("DAEMON", "on" if self.daemon else "off"),
                      ("APPDIR", HERE), ("PORT", str(self.port)),
                      ("BACKEND_PORT", str(self.backend_port))):
             conf = conf.replace("@%s@" % k, v)
@@ -122,10 +127,20 @@ class Nginx:
                                      env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
+        if self.daemon:
+            if self.proc.wait(timeout) != 0:
                 raise RuntimeError("%s exited (%d): %s" % (self.binary, self.proc.returncode,
                                                            self.errors()))
+            pidfile = os.path.join(self.prefix, "logs", "nginx.pid")
+            while self._master is None and time.time() < deadline:
+                try:
+                    with open(pidfile) as f:
+                        self._master = int(f.read().strip())
+                except (OSError, ValueError):
+                    time.sleep(0.05)
+        while time.time() < deadline:
+            if not self.running():
+                raise RuntimeError("%s exited: %s" % (self.binary, self.errors()))
             if len(self.worker_pids()) >= self.workers and self.answers():
                 return self
             time.sleep(0.1)
@@ -153,10 +168,17 @@ class Nginx:
 
     @property
     def master(self):
-        return self.proc.pid
+        return self._master if self.daemon else self.proc.pid
+
+    def running(self):
+        if self.daemon:
+            return self._master is not None and os.path.exists("/proc/%d" % self._master)
+        return self.proc.poll() is None
 
     def worker_pids(self):
-        return [p for p in children_of(self.proc.pid) if self._is_worker(p)]
+        if self.master is None:
+            return []
+        return [p for p in children_of(self.master) if self._is_worker(p)]
 
     @staticmethod
     def _is_worker(pid):
@@ -179,7 +201,18 @@ class Nginx:
     def stop(self):
         """Stops this nginx (fast shutdown, SIGKILL after 10 s) and removes
         the prefix. Only the master started here and its children."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.daemon and self.running():
+            kids = children_of(self._master)
+            os.kill(self._master, signal.SIGTERM)
+            end = time.time() + 10
+            while self.running() and time.time() < end:
+                time.sleep(0.05)
+            for p in (kids + [self._master]) if self.running() else ():
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        elif self.proc is not None and self.proc.poll() is None:
             kids = children_of(self.proc.pid)
             self.proc.send_signal(signal.SIGTERM)
             try:

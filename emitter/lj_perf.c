@@ -532,7 +532,10 @@ static int ps_has(PerfSet *ps, void *p)
 }
 
 /* Describes every live prototype and trace of G (start, fork) in one
-** batch. Prototypes with a parent are described (and named) from it.
+** batch. Prototypes with a parent are described (and named) from it; one
+** whose parent is gone (a module's main chunk runs once and is collected)
+** keeps the name it got when it was first described (names table: in a
+** fork child, the parent's).
 */
 static size_t perf_all(global_State *g)
 {
@@ -554,7 +557,9 @@ static size_t perf_all(global_State *g)
     }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TPROTO && !(ps.v && ps_has(&ps, o))) {
-      perf_proto(gco2pt(o), NULL);
+      char name[PERF_NAMESZ];
+      names_get(gco2pt(o), name, sizeof(name));
+      perf_proto(gco2pt(o), name);
       perf_children(gco2pt(o));
     }
   free(ps.v);

@@ -806,7 +806,7 @@ def cmd_record(opts):
         cmd = cmd[1:]
     attaching = opts.attach is not None or opts.nginx is not None
     if attaching and cmd:
-        raise Fail("give either -p PID (--nginx PID) or a command, not both", 2)
+        raise Fail("give either -p PID or a command, not both (--nginx is an -p)", 2)
     if not attaching and not cmd:
         raise Fail("nothing to record: give -- CMD [ARGS...] or -p PID", 2)
     if opts.freq <= 0:

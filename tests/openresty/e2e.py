@@ -264,11 +264,11 @@ def check_files(ngx, dumpdir):
                 continue
             good = st.st_uid == os.geteuid() and (st.st_mode & 0o777) == 0o644
             ok = ljptest.report(good, "worker %d (uid %d): %s uid %d mode %o" % (
-                w, ljptest_uid(w), path, st.st_uid, st.st_mode & 0o777)) and ok
+                w, proc_uid(w), path, st.st_uid, st.st_mode & 0o777)) and ok
     return ok
 
 
-def ljptest_uid(pid):
+def proc_uid(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:

@@ -17,6 +17,8 @@ a missing and a wrong API key (401), unknown paths (404), in order, twice.
 import argparse
 import os
 import sys
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -35,8 +37,7 @@ def responses(ngx):
     out = []
     for _ in range(2):
         for path, key in REQUESTS:
-            if key == 999:
-                import urllib.request
+            if key == 999:          # a well-formed key with a wrong checksum
                 req = urllib.request.Request(ngx.url + path,
                                              headers={"X-Api-Key": "key-999-00000000"})
                 try:

@@ -2,8 +2,9 @@
 ** ljperf emitter: the public entry points of ljperf_emit.h. One process-wide
 ** lock (ljp_lock) serialises the writers (perfmap.c, jitdump.c); a fork is
 ** detected by pid (cached; the atfork child handler forgets it) and gives
-** the child its own files. Every file-scope name carries the ljp_ prefix:
-** the amalgamation (ljamalg.c) compiles this file with all of LuaJIT.
+** the child its own files: at its first call, or at once in a child of
+** root. Every file-scope name carries the ljp_ prefix: the amalgamation
+** (ljamalg.c) compiles this file with all of LuaJIT.
 */
 #include "ljperf_emit_common.h"
 
@@ -33,12 +34,19 @@ static pid_t ljp_mypid(void)
 ** copy locked forever: hold it across fork (glibc runs these handlers). */
 static void ljp_fork_prepare(void) { pthread_mutex_lock(&ljp_lock); }
 static void ljp_fork_parent(void) { pthread_mutex_unlock(&ljp_lock); }
+static void ljp_check_fork(void);
 static void ljp_fork_child(void)
 {
   ljp_pid = 0;
   ljp_batch = 0;
   memset(ljp_drops, 0, sizeof(ljp_drops));  /* the parent counts its own */
   ljp_jd_forget_tid();
+  /* A child of root may drop privileges next (nginx workers run as `user`,
+  ** e.g. nobody): create its files now, as root. perf refuses a jitdump or
+  ** perf map owned by neither itself nor root, and a stale root-owned file
+  ** of a reused pid would stop an unprivileged child from creating its own.
+  ** Describing the code still waits for the child's first call. */
+  if (ljp_want && geteuid() == 0) ljp_check_fork();
   pthread_mutex_unlock(&ljp_lock);
 }
 static void ljp_register_atfork(void)

@@ -536,7 +536,10 @@ static int perf_ptradd(LJPSet *ps, void *p)
 }
 
 /* Describes every live prototype and trace of G (start, fork) in one
-** batch. Prototypes with a parent are described (and named) from it.
+** batch. Prototypes with a parent are described (and named) from it; one
+** whose parent is gone (a module's main chunk runs once and is collected)
+** keeps the name it got when it was first described (names table: in a
+** fork child, the parent's).
 */
 static size_t perf_all(global_State *g)
 {
@@ -562,7 +565,9 @@ static size_t perf_all(global_State *g)
     if (o->gch.gct == ~LJ_TPROTO) {
       n++;
       if (!ljp_set_find(&haveparent, ljp_hash_ptr(o), perf_ptreq, o)) {
-	perf_proto(gco2pt(o), NULL);
+	char name[PERF_NAMESZ];
+	perf_names_get(gco2pt(o), name, sizeof(name));
+	perf_proto(gco2pt(o), name);
 	perf_children(gco2pt(o));
       }
     }

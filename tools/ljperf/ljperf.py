@@ -2,7 +2,8 @@
 """ljperf: one command from a LuaJIT program to a flame graph.
 
   ljperf record [-o DIR] [-F HZ] [--duration S] -- CMD [ARGS...]
-  ljperf record -p PID [-o DIR] [-F HZ] [--duration S]
+  ljperf record -p PID[,PID...] [-o DIR] [-F HZ] [--duration S]
+  ljperf record --nginx MASTER_PID [-o DIR] [-F HZ] [--duration S]
   ljperf report DIR
   ljperf diff BEFORE AFTER [-o FILE] [--absolute] [--format html|folded]
 
@@ -234,6 +235,68 @@ def check_target(pid):
                    "LUAJIT_PERF=1 under the ljperf-patched LuaJIT, or call "
                    "jit.perf.start() in it" % (pid, expected))
     return dump
+
+
+def attach_targets(opts):
+    """[(pid, its jitdump or None)] to attach to: -p's list, or --nginx's
+    master and its children (the workers; later children -- workers after a
+    reload, a new binary after an upgrade -- are followed by perf's
+    inheritance). With several pids, a process that has not written its
+    jitdump yet (an nginx worker writes it when it first runs Lua code) is
+    attached all the same; its dump is collected after the recording."""
+    pids = list(opts.attach or [])
+    if opts.nginx is not None:
+        if pids:
+            raise Fail("give either -p or --nginx, not both", 2)
+        if opts.nginx <= 0 or not os.path.isdir("/proc/%d" % opts.nginx):
+            raise Fail("no process with pid %d" % opts.nginx)
+        pids = [opts.nginx] + sorted(children_of(opts.nginx))
+    if len(pids) == 1:
+        return [(pids[0], check_target(pids[0]))]
+    out, missing = [], None
+    for p in pids:
+        try:
+            out.append((p, check_target(p)))
+        except Fail as e:
+            if "jitdump" not in str(e):
+                raise
+            out.append((p, None))
+            missing = missing or e
+    if all(d is None for _, d in out):
+        raise missing
+    return out
+
+
+def collect_attached(perf, outdir, data, targets):
+    """Copies into OUTDIR the jitdump and perf map of every process that has
+    samples in DATA and a jit-PID.dump where the attached ones write theirs
+    (children forked during the recording included). Returns {pid: dump}."""
+    dirs = sorted({os.path.dirname(d) for _, d in targets if d}) or ["/tmp"]
+    r = subprocess.run([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "script",
+                        "-i", data, "-F", "pid"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, errors="replace")
+    pids = {int(x) for x in r.stdout.split() if x.isdigit()}
+    pids.update(p for p, _ in targets)
+    found = {}
+    for p in sorted(pids):
+        for d in dirs:
+            src = os.path.join(d, "jit-%d.dump" % p)
+            if os.path.isfile(src):
+                try:
+                    shutil.copyfile(src, os.path.join(outdir, os.path.basename(src)))
+                except OSError as e:
+                    raise Fail("cannot copy %s: %s" % (src, e.strerror or e))
+                found[p] = src
+                break
+        if os.path.exists(perf_map(p)):
+            try:
+                shutil.copyfile(perf_map(p), os.path.join(outdir, "perf-%d.map" % p))
+            except OSError:
+                pass
+    if not found:
+        raise Fail("none of the recorded processes wrote a jitdump in %s"
+                   % " or ".join(dirs))
+    return found
 
 
 # -- Processes -----------------------------------------------------------------
@@ -715,9 +778,10 @@ def cmd_record(opts):
     cmd = list(opts.cmd or [])
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    if opts.attach is not None and cmd:
-        raise Fail("give either -p PID or a command, not both", 2)
-    if opts.attach is None and not cmd:
+    attaching = opts.attach is not None or opts.nginx is not None
+    if attaching and cmd:
+        raise Fail("give either -p PID or a command, not both (--nginx is an -p)", 2)
+    if not attaching and not cmd:
         raise Fail("nothing to record: give -- CMD [ARGS...] or -p PID", 2)
     if opts.freq <= 0:
         raise Fail("-F: the frequency must be > 0", 2)
@@ -726,11 +790,9 @@ def cmd_record(opts):
     perf = need_perf()
     event = opts.event or DEFAULT_EVENT
     check_access(perf, event)
-    pid = opts.attach
-    dump_src = None
-    if pid is not None:
-        dump_src = check_target(pid)
-    else:
+    targets = attach_targets(opts) if attaching else []
+    pid = targets[0][0] if targets else None
+    if pid is None:
         resolve_command(cmd[0])
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
@@ -740,8 +802,9 @@ def cmd_record(opts):
     env = dict(os.environ)
     errfd = None
     if pid is not None:
-        argv += ["-p", str(pid)]
-        target = "pid %d" % pid
+        argv += ["-p", ",".join(str(p) for p, _ in targets)]
+        target = ("nginx %d" % opts.nginx if opts.nginx is not None else
+                  "pid " + ",".join(str(p) for p, _ in targets))
     else:
         # perf's messages go to perf-record.log, the program's stderr to ours:
         # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
@@ -773,22 +836,17 @@ def cmd_record(opts):
                 raise paranoid_error(value)
             raise Fail("perf record failed: %s (log: %s)" % (one_line(logtext), log))
         status = program_status(rc, rec, pid, cmd)
+        if len(targets) > 1:
+            status = status.replace("pid %d" % pid, target, 1)
         meta["status"] = status
         for ln in logtext.splitlines():
             if "lost" in ln.lower():
                 say("perf: " + ln.strip())
         if pid is not None:
-            # Snapshot the process's jitdump (it keeps growing) and perf map.
-            try:
-                shutil.copyfile(dump_src, os.path.join(outdir, os.path.basename(dump_src)))
-            except OSError as e:
-                raise Fail("cannot copy %s: %s" % (dump_src, e.strerror or e))
-            if os.path.exists(perf_map(pid)):
-                try:
-                    shutil.copyfile(perf_map(pid), os.path.join(outdir, "perf-%d.map" % pid))
-                except OSError:
-                    pass
-            meta["jitdump"] = dump_src
+            # Snapshot the processes' jitdumps (they keep growing) and perf maps.
+            attached = collect_attached(perf, outdir, data, targets)
+            meta["attached"] = [p for p, _ in targets]
+            meta["jitdump"] = attached.get(pid) or sorted(attached.values())[0]
         elif not dumps_in(outdir):
             raise Fail("%s does not use the ljperf-patched LuaJIT: no jitdump appeared in "
                        "%s (LUAJIT_PERF=1 was set; is it linked with ljperf's "
@@ -804,8 +862,8 @@ def cmd_record(opts):
                 prune_dumps(perf, outdir, data)
             if inject(perf, outdir, data, jit):
                 src = jit
-            if pid is not None:
-                remove_injected(os.path.dirname(dump_src), pid, t_inject)
+            for p, dump in (attached.items() if pid is not None else ()):
+                remove_injected(os.path.dirname(dump), p, t_inject)
             folded, html_out, total, event = render(perf, outdir, src, opts, meta)
         except Fail as e:
             # one line: the error, and what happened to the program
@@ -925,7 +983,13 @@ jit.perf.start()): its jitdump is found in /proc/PID/maps (or where
 LUAJIT_PERF_DIR in /proc/PID/environ, default /tmp, says) and copied into
 DIR; its perf map is copied, not removed (the process still writes it).
 Recording ends after --duration, on Ctrl-C, or when the process exits; the
-process keeps running.
+process keeps running. -p PID,PID,... attaches to several processes (e.g.
+all workers of one nginx); --nginx MASTER_PID attaches to an nginx master
+and its workers, and follows the processes it starts while recording
+(workers after a reload, a new binary). Use --per-process for one tree per
+process. nginx workers get LUAJIT_PERF from the master's Lua VM (created
+when the master reads its configuration); a new binary (SIGUSR2) gets only
+the variables of nginx's `env` directives: add `env LUAJIT_PERF;`.
 
 Permissions: ljperf samples user space only. Without root (CAP_PERFMON) that
 needs kernel.perf_event_paranoid <= 2 (Debian kernels: 3 forbids all perf
@@ -976,6 +1040,16 @@ def formats(text):
     return fmts
 
 
+def pid_list(text):
+    try:
+        pids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a pid list: %r" % text)
+    if not pids:
+        raise argparse.ArgumentTypeError("no pid given")
+    return pids
+
+
 def make_parser():
     p = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description=MAIN_HELP)
@@ -988,7 +1062,8 @@ def make_parser():
                        usage="%(prog)s [-o DIR] [-F HZ] [--duration S] [options] "
                              "-- CMD [ARGS...]\n"
                              "       %(prog)s -p PID [-o DIR] [-F HZ] [--duration S] "
-                             "[options]")
+                             "[options]\n"
+                             "       %(prog)s --nginx MASTER_PID [-o DIR] [options]")
     r.add_argument("-o", "--output", metavar="DIR",
                    help="where everything goes (default: ./ljperf-YYYYmmdd-HHMMSS)")
     r.add_argument("-F", "--freq", metavar="HZ", type=int, default=DEFAULT_HZ,
@@ -996,8 +1071,11 @@ def make_parser():
     r.add_argument("--duration", metavar="S", type=float,
                    help="stop recording after S seconds (a started CMD is then "
                         "terminated, an attached process keeps running)")
-    r.add_argument("-p", "--pid", dest="attach", metavar="PID", type=int,
-                   help="attach to this running process instead of starting CMD")
+    r.add_argument("-p", "--pid", dest="attach", metavar="PID[,PID...]", type=pid_list,
+                   help="attach to these running processes instead of starting CMD")
+    r.add_argument("--nginx", metavar="MASTER_PID", type=int,
+                   help="attach to an nginx master and its workers (and the workers "
+                        "a reload or binary upgrade starts while recording)")
     r.add_argument("-e", "--event", metavar="EVENT",
                    help="perf event (default: %s, user space only; perf uses "
                         "cpu-clock:u where there are no hardware counters)" % DEFAULT_EVENT)

@@ -77,18 +77,11 @@ def env_for(setting, base_env):
     return env
 
 
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def main():
     ap = argparse.ArgumentParser(description="Instruction counts, patched vs control LuaJIT.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--bin-dir", default=os.path.join(os.path.dirname(HERE), "build", "bin"),
-                    help="directory with luajit and luajit-base (default: <repo>/build/bin)")
-    ap.add_argument("--patched", help="patched VM (default: BIN_DIR/luajit)")
-    ap.add_argument("--base", help="control VM (default: BIN_DIR/luajit-base)")
+    wallclock.add_vm_args(ap)
     ap.add_argument("--only", default="", help="comma-separated program names")
     ap.add_argument("--modes", default="jit,joff", help="comma-separated: jit,joff")
     ap.add_argument("--settings", default="off,frames,1",
@@ -161,7 +154,8 @@ def main():
                 if r:
                     worst = max(r)
                     print("%-4s %-7s geomean %.4f (%+.2f%%)  worst %.4f (%+.2f%%)"
-                          % (mode, s, geomean(r), 100 * (geomean(r) - 1), worst, 100 * (worst - 1)))
+                          % (mode, s, wallclock.geomean(r), 100 * (wallclock.geomean(r) - 1),
+                             worst, 100 * (worst - 1)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0

@@ -123,14 +123,19 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
-def main():
-    ap = argparse.ArgumentParser(description="Benchmark patched vs control LuaJIT.",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 1)[1])
+def add_vm_args(ap):
+    """--bin-dir, --patched, --base: the two VMs compared (also icount.py)."""
     ap.add_argument("--bin-dir", default=os.path.join(os.path.dirname(HERE), "build", "bin"),
                     help="directory with luajit and luajit-base (default: <repo>/build/bin)")
     ap.add_argument("--patched", help="patched VM (default: BIN_DIR/luajit)")
     ap.add_argument("--base", help="control VM (default: BIN_DIR/luajit-base)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Benchmark patched vs control LuaJIT.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    add_vm_args(ap)
     ap.add_argument("--runs", type=int, default=5, help="rounds per program and mode (default 5)")
     ap.add_argument("--only", default="", help="comma-separated program names")
     ap.add_argument("--modes", default="jit,joff", help="comma-separated: jit,joff")

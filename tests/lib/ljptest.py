@@ -21,6 +21,16 @@ import ljresolve  # noqa: E402
 import perfscript  # noqa: E402
 
 
+def remove_perf_maps(pids):
+    """The emitter writes /tmp/perf-PID.map (perf's fixed path): a test
+    removes those of the processes it started."""
+    for pid in pids:
+        try:
+            os.unlink("/tmp/perf-%d.map" % pid)
+        except OSError:
+            pass
+
+
 class TestFailure(Exception):
     pass
 
@@ -84,11 +94,7 @@ class PerfSession:
         return self
 
     def __exit__(self, *exc):
-        for pid in self.pids:
-            try:
-                os.unlink("/tmp/perf-%d.map" % pid)
-            except OSError:
-                pass
+        remove_perf_maps(self.pids)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def path(self, name):

@@ -328,11 +328,7 @@ def run(opts, jit):
             wrk.kill()
             wrk.wait()
         ngx.stop()
-        for p in pids:
-            try:
-                os.unlink("/tmp/perf-%d.map" % p)
-            except OSError:
-                pass
+        ljptest.remove_perf_maps(pids)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -147,11 +147,7 @@ def main():
             while os.path.exists("/proc/%d" % new_master) and time.time() < end:
                 time.sleep(0.1)
         ngx.stop()
-        for p_ in pids:
-            try:
-                os.unlink("/tmp/perf-%d.map" % p_)
-            except OSError:
-                pass
+        ljptest.remove_perf_maps(pids)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

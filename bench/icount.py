@@ -93,8 +93,9 @@ def main():
     for tool in ("valgrind", "setarch"):
         if not shutil.which(tool):
             sys.exit("icount.py: %s not found (apt-get install valgrind util-linux)" % tool)
-    patched = opts.patched or os.path.join(opts.bin_dir, "luajit")
-    base = opts.base or os.path.join(opts.bin_dir, "luajit-base")
+    # Absolute: the programs run in bench/progs.
+    patched = os.path.abspath(opts.patched or os.path.join(opts.bin_dir, "luajit"))
+    base = os.path.abspath(opts.base or os.path.join(opts.bin_dir, "luajit-base"))
     for vm in (patched, base):
         if not os.access(vm, os.X_OK):
             sys.exit("icount.py: %s is not executable (build first or pass --bin-dir)" % vm)

@@ -149,8 +149,9 @@ def main():
     ap.add_argument("--list", action="store_true", help="list programs and sizes")
     opts = ap.parse_args()
 
-    patched = opts.patched or os.path.join(opts.bin_dir, "luajit")
-    base = opts.base or os.path.join(opts.bin_dir, "luajit-base")
+    # Absolute: the programs run in bench/progs.
+    patched = os.path.abspath(opts.patched or os.path.join(opts.bin_dir, "luajit"))
+    base = os.path.abspath(opts.base or os.path.join(opts.bin_dir, "luajit-base"))
     progs = sorted(f[:-4] for f in os.listdir(PROGS) if f.endswith(".lua"))
     if opts.list:
         for p in progs:

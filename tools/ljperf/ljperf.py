@@ -2,7 +2,7 @@
 """ljperf: one command from a LuaJIT program to a flame graph.
 
   ljperf record [-o DIR] [-F HZ] [--duration S] -- CMD [ARGS...]
-  ljperf record -p PID [-o DIR] [-F HZ] [--duration S]
+  ljperf record -p PID[,PID...] [-o DIR] [-F HZ] [--duration S]
   ljperf report DIR
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
@@ -208,13 +208,61 @@ def attached_dump(pid):
     return None, expected
 
 
-def check_target(pid):
+def pid_list(text):
+    try:
+        pids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a pid or comma list of pids: %r" % text)
+    if not pids or any(p <= 0 for p in pids) or len(set(pids)) != len(pids):
+        raise argparse.ArgumentTypeError("not a list of distinct pids: %r" % text)
+    return pids
+
+
+def remote_module():
+    """tools/ljperf/ljremote.py (next to this script's source)."""
+    if SRC_DIR not in sys.path:
+        sys.path.insert(0, SRC_DIR)
+    import ljremote
+    return ljremote
+
+
+def remote_on(pids):
+    """Switches recording on in PIDS (docs/remote.md). Returns the switch
+    (stop() switches off again; its lease lapses if we die)."""
+    ljremote = remote_module()
+    sw = ljremote.RemoteSwitch(pids, say)
+    try:
+        missing = sw.start()
+        for p in missing:
+            say("pid %d has no ljperf remote switch (not the ljperf-patched LuaJIT, or an "
+                "older one): "
+                "recording what it writes itself" % p)
+        late = sw.wait_on()
+        if late:
+            raise Fail("pid %s did not switch recording on within %.0f s: it switches at "
+                       "its next GC step or trace exit (is it running Lua code? "
+                       "LUAJIT_PERF_REMOTE=0 in its environment refuses)"
+                       % (",".join(map(str, late)), ljremote.ACK_WAIT))
+    except ljremote.RemoteError as e:
+        sw.stop()
+        raise Fail(str(e))
+    except BaseException:
+        sw.stop()
+        raise
+    return sw
+
+
+def check_process(pid):
     if pid <= 0 or not os.path.isdir("/proc/%d" % pid):
         raise Fail("no process with pid %d" % pid)
     uid = proc_uid(pid)
     if not privileged() and uid is not None and uid != os.geteuid():
         raise Fail("cannot attach to pid %d: it runs as uid %d; run ljperf as that user "
                    "or as root" % (pid, uid))
+
+
+def check_target(pid):
+    check_process(pid)
     dump, expected = attached_dump(pid)
     if dump is None:
         raise Fail("pid %d is not writing a jitdump (no %s): start it with "
@@ -752,12 +800,24 @@ def cmd_record(opts):
     perf = need_perf()
     event = opts.event or DEFAULT_EVENT
     check_access(perf, event)
-    pid = opts.attach
-    dump_src = None
-    if pid is not None:
-        dump_src = check_target(pid)
-    else:
+    pids = opts.attach or []
+    pid = pids[0] if pids else None
+    if pid is None:
         resolve_command(cmd[0])
+    for p in pids:
+        check_process(p)
+    had_dump = {p for p in pids if attached_dump(p)[0] is not None}
+    remote = remote_on(pids) if pids else None
+    try:
+        return record_with(opts, cmd, perf, event, pids, remote, had_dump)
+    finally:
+        if remote is not None:
+            remote.stop()       # recording off again (also on errors, Ctrl-C)
+
+
+def record_with(opts, cmd, perf, event, pids, remote, had_dump):
+    pid = pids[0] if pids else None
+    dump_srcs = {p: check_target(p) for p in pids}
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
     argv = [perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q",
@@ -766,8 +826,8 @@ def cmd_record(opts):
     env = dict(os.environ)
     errfd = None
     if pid is not None:
-        argv += ["-p", str(pid)]
-        target = "pid %d" % pid
+        argv += ["-p", ",".join(map(str, pids))]
+        target = "pid " + ",".join(map(str, pids))
     else:
         # perf's messages go to perf-record.log, the program's stderr to ours:
         # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
@@ -785,6 +845,8 @@ def cmd_record(opts):
     try:
         try:
             rc = rec.run()
+            if remote is not None:
+                remote.stop()   # before perf inject and rendering
         finally:
             if errfd is not None:
                 os.close(errfd)
@@ -798,24 +860,27 @@ def cmd_record(opts):
             if "perf_event_paranoid" in logtext and value is not None and value > 2:
                 raise paranoid_error(value)
             raise Fail("perf record failed: %s (log: %s)" % (one_line(logtext), log))
-        status = program_status(rc, rec, pid, cmd)
+        status = "; ".join(program_status(rc, rec, p, cmd) for p in pids) if pids \
+            else program_status(rc, rec, None, cmd)
         meta["status"] = status
         for ln in logtext.splitlines():
             if "lost" in ln.lower():
                 say("perf: " + ln.strip())
-        if pid is not None:
+        for p, dump_src in dump_srcs.items():
             # Snapshot the process's jitdump (it keeps growing) and perf map.
             try:
                 shutil.copyfile(dump_src, os.path.join(outdir, os.path.basename(dump_src)))
             except OSError as e:
                 raise Fail("cannot copy %s: %s" % (dump_src, e.strerror or e))
-            if os.path.exists(perf_map(pid)):
+            if os.path.exists(perf_map(p)):
                 try:
-                    shutil.copyfile(perf_map(pid), os.path.join(outdir, "perf-%d.map" % pid))
+                    shutil.copyfile(perf_map(p), os.path.join(outdir, "perf-%d.map" % p))
                 except OSError:
                     pass
+            if p not in had_dump and not proc_alive(p):
+                remove_left(p, dump_src)    # it exited: its files are ours to clean
             meta["jitdump"] = dump_src
-        elif not dumps_in(outdir):
+        if pid is None and not dumps_in(outdir):
             raise Fail("%s does not use the ljperf-patched LuaJIT: no jitdump appeared in "
                        "%s (LUAJIT_PERF=1 was set; is it linked with ljperf's "
                        "build/lib/libluajit-5.1 or run by its build/bin/luajit? %s)"
@@ -830,8 +895,8 @@ def cmd_record(opts):
                 prune_dumps(perf, outdir, data)
             if inject(perf, outdir, data, jit):
                 src = jit
-            if pid is not None:
-                remove_injected(os.path.dirname(dump_src), pid, t_inject)
+            for p, dump_src in dump_srcs.items():
+                remove_injected(os.path.dirname(dump_src), p, t_inject)
             folded, html_out, total, event = render(perf, outdir, src, opts, meta)
         except Fail as e:
             # one line: the error, and what happened to the program
@@ -856,6 +921,16 @@ def move_maps(outdir):
                     % (perf_map(p), outdir, e.strerror or e))
 
 
+def remove_left(pid, dump):
+    """A process we switched on remotely exited: its jitdump and perf map
+    (copied into DIR) would stay in /tmp forever."""
+    for path in (dump, perf_map(pid)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def remove_injected(d, pid, since):
     """perf inject writes jitted-PID-N.so next to the process's jitdump; for
     an attached process that is outside DIR (e.g. /tmp). They are in DIR's
@@ -868,9 +943,16 @@ def remove_injected(d, pid, since):
             pass
 
 
+def proc_alive(pid):
+    """PID exists and is not a zombie (exited, not yet reaped)."""
+    st = read_text("/proc/%d/stat" % pid)
+    r = st.rfind(")")
+    return r >= 0 and st[r + 2:r + 3] not in ("Z", "X", "")
+
+
 def program_status(rc, rec, pid, cmd):
     if pid is not None:
-        alive = os.path.isdir("/proc/%d" % pid)
+        alive = proc_alive(pid)
         if rec.stopped:
             return "detached from pid %d after %.1f s (--duration)" % (pid, rec.stopped_at)
         if rec.interrupted:
@@ -946,12 +1028,16 @@ Stopping: when CMD exits; after --duration S seconds (perf stops and sends
 CMD SIGTERM; SIGKILL if it is still there 10 s later); or Ctrl-C (perf and
 CMD both get it, the profile is still written).
 
--p PID attaches to a process started with LUAJIT_PERF set (or that called
-jit.perf.start()): its jitdump is found in /proc/PID/maps (or where
-LUAJIT_PERF_DIR in /proc/PID/environ, default /tmp, says) and copied into
-DIR; its perf map is copied, not removed (the process still writes it).
-Recording ends after --duration, on Ctrl-C, or when the process exits; the
-process keeps running.
+-p PID[,PID...] attaches to running processes of the ljperf-patched LuaJIT.
+Recording is switched on in them first (no LUAJIT_PERF or profiling code
+needed; through /proc/PID/mem, so you must be allowed to ptrace them) and
+off again when ljperf ends; if ljperf is killed they switch off by
+themselves within 3 s (docs/remote.md). A process that had recording on
+keeps it. Its jitdump is found in /proc/PID/maps (or where LUAJIT_PERF_DIR
+in /proc/PID/environ, default /tmp, says) and copied into DIR; its perf map
+is copied, not removed (the process still writes it; both are removed if it
+exited and ljperf had switched it on). Recording ends after --duration, on
+Ctrl-C, or when the process exits; the process keeps running.
 
 Permissions: ljperf samples user space only. Without root (CAP_PERFMON) that
 needs kernel.perf_event_paranoid <= 2 (Debian kernels: 3 forbids all perf
@@ -1010,8 +1096,9 @@ def make_parser():
     r.add_argument("--duration", metavar="S", type=float,
                    help="stop recording after S seconds (a started CMD is then "
                         "terminated, an attached process keeps running)")
-    r.add_argument("-p", "--pid", dest="attach", metavar="PID", type=int,
-                   help="attach to this running process instead of starting CMD")
+    r.add_argument("-p", "--pid", dest="attach", metavar="PID[,PID...]", type=pid_list,
+                   help="attach to these running processes instead of starting CMD "
+                        "(recording is switched on in them, and off again after)")
     r.add_argument("-e", "--event", metavar="EVENT",
                    help="perf event (default: %s, user space only; perf uses "
                         "cpu-clock:u where there are no hardware counters)" % DEFAULT_EVENT)

@@ -14,6 +14,8 @@ usage: test_remote.py CASE
   exit     the process exits while recorded: no file of it left in /tmp
   twice    a second ljperf on the same process: one clear error, the first
            recording is unharmed
+  pids     -p PID1,PID2: both processes switched on, both in the profile,
+           both off after
 Prints the iterations/s before, during and after recording.
 """
 
@@ -345,7 +347,30 @@ def case_twice():
         s.stop(p)
 
 
-CASES = {"luajit": case_luajit, "host": case_host, "had": case_had, "kill": case_kill,
+def case_pids():
+    with t.Session() as s:
+        (p1, r1), (p2, r2) = start_prog(s), start_prog(s)
+        t0 = time.monotonic()
+        out = s.path("out")
+        r = record(s, [p1.pid, p2.pid], out, ["--duration", "2", "--per-process"])
+        t1 = time.monotonic()
+        t.check(recorded(r), "ljperf record -p PID1,PID2 writes the profile")
+        roots = {}
+        for st, n in t.folded(out).items():
+            roots.setdefault(st.split(";")[0], {})[st] = n
+        for p, rd in ((p1, r1), (p2, r2)):
+            t.check(rd.wait(lua_remote_on, since=t0, timeout=1) is not None,
+                    "pid %d was switched on" % p.pid)
+            f = [v for k, v in roots.items() if k.endswith("-%d" % p.pid)]
+            good, tot = nested_share(f[0], ["cmod_spin", "cmod_burn"], 7) if f else (0, 0)
+            t.check(tot > 0 and good >= 0.95 * tot, "pid %d has full mixed stacks" % p.pid)
+            t.check(rd.wait(lua_off, since=t1, timeout=5) is not None,
+                    "pid %d is off again after" % p.pid)
+        s.stop(p1)
+        s.stop(p2)
+
+
+CASES = {"pids": case_pids, "luajit": case_luajit, "host": case_host, "had": case_had, "kill": case_kill,
          "exit": case_exit, "twice": case_twice}
 
 if __name__ == "__main__":

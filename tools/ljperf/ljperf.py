@@ -226,18 +226,19 @@ def remote_module():
     return ljremote
 
 
-def remote_on(pids):
+def remote_on(pids, had_dump):
     """Switches recording on in PIDS (docs/remote.md). Returns the switch
-    (stop() switches off again; its lease lapses if we die)."""
+    (stop() switches off again; its lease lapses if we die) and the pids
+    that have no switch. A process that writes a jitdump already (HAD_DUMP)
+    is not waited for long: it may be idle, and it records anyway."""
     ljremote = remote_module()
     sw = ljremote.RemoteSwitch(pids, say)
     try:
         missing = sw.start()
-        for p in missing:
-            say("pid %d has no ljperf remote switch (not the ljperf-patched LuaJIT, or an "
-                "older one): "
-                "recording what it writes itself" % p)
-        late = sw.wait_on()
+        late = sw.wait_on(1.0)
+        late = [p for p in late if p not in had_dump]
+        if late:
+            late = sw.wait_on(ljremote.ACK_WAIT - 1.0, late)
         if late:
             raise Fail("pid %s did not switch recording on within %.0f s: it switches at "
                        "its next GC step or trace exit (is it running Lua code? "
@@ -249,7 +250,7 @@ def remote_on(pids):
     except BaseException:
         sw.stop()
         raise
-    return sw
+    return sw, missing
 
 
 def check_process(pid):
@@ -807,17 +808,25 @@ def cmd_record(opts):
     for p in pids:
         check_process(p)
     had_dump = {p for p in pids if attached_dump(p)[0] is not None}
-    remote = remote_on(pids) if pids else None
+    remote, noswitch = remote_on(pids, had_dump) if pids else (None, [])
     try:
-        return record_with(opts, cmd, perf, event, pids, remote, had_dump)
+        return record_with(opts, cmd, perf, event, pids, remote, had_dump, noswitch)
     finally:
         if remote is not None:
             remote.stop()       # recording off again (also on errors, Ctrl-C)
 
 
-def record_with(opts, cmd, perf, event, pids, remote, had_dump):
+def record_with(opts, cmd, perf, event, pids, remote, had_dump, noswitch):
     pid = pids[0] if pids else None
-    dump_srcs = {p: check_target(p) for p in pids}
+    dump_srcs = {}
+    for p in pids:
+        try:
+            dump_srcs[p] = check_target(p)
+        except Fail as e:
+            if p in noswitch:   # nothing we could switch on either
+                raise Fail("%s; it has no ljperf remote switch either (not the "
+                           "ljperf-patched LuaJIT, or an older one)" % e)
+            raise
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
     argv = [perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q",

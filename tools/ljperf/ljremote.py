@@ -153,10 +153,11 @@ class RemoteSwitch:
             self._thread.start()
         return [pid for pid, b in plan if b is None]
 
-    def wait_on(self, timeout=ACK_WAIT):
-        """Pids whose process has not switched on within TIMEOUT seconds."""
+    def wait_on(self, timeout=ACK_WAIT, pids=None):
+        """Pids (of PIDS, default all) whose process has not switched on
+        within TIMEOUT seconds."""
         end = time.monotonic() + timeout
-        left = list(self.asked)
+        left = [(b, seq) for b, seq in self.asked if pids is None or b.pid in pids]
         while left and time.monotonic() < end:
             nxt = []
             for b, seq in left:

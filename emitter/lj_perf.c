@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "lua.h"
 #include "lauxlib.h"
@@ -56,6 +58,10 @@
 ** are created afterwards by luaL_openlibs, which loads no chunk.
 */
 #define PERF_RESCAN	0x80u
+/* global_State.perfremote: the LUAJIT_PERF_* parts the remote switch
+** started, and: */
+#define PERF_REMOTE_ON		0x40u	/* switched on remotely */
+#define PERF_REMOTE_REFUSE	0x80u	/* LUAJIT_PERF_REMOTE=0 */
 #define PERF_NAMESZ	512	/* Longest symbol name; longer ones are cut. */
 #define PERF_PARTMAX	120	/* Longest chunk or function name in a label:
 				** TRACE_N::CHUNK:LINE::NAME@CHUNK:LINE stays
@@ -680,6 +686,7 @@ static unsigned perf_status(global_State *g)
   if (!(open & LJP_MAP)) mask &= ~LUAJIT_PERF_MAP;
   if (!(open & LJP_JITDUMP)) mask &= ~LUAJIT_PERF_JITDUMP;
   if (g->fprec_on) mask |= LUAJIT_PERF_FRAMES;
+  if ((g->perfremote & mask)) mask |= LUAJIT_PERF_REMOTE;
   return mask;
 }
 
@@ -688,6 +695,9 @@ void lj_perf_init(lua_State *L)
   unsigned mask;
   char bad[48];
   const char *env = getenv("LUAJIT_PERF");
+  const char *remote = getenv("LUAJIT_PERF_REMOTE");
+  if (remote && !strcmp(remote, "0"))
+    G(L)->perfremote = PERF_REMOTE_REFUSE;
   if (perf_parse(env, &mask, bad, sizeof(bad)) < 0) {
     fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' (use "
 		    PERF_VALUES ")\n", bad);
@@ -699,7 +709,87 @@ void lj_perf_init(lua_State *L)
 
 void lj_perf_close(global_State *g)
 {
+  if ((g->perfremote & PERF_REMOTE_ON))
+    __atomic_sub_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
+  g->perfremote = 0;
   g->perfmask = 0;
+}
+
+/* -- Remote switch (ljperf record -p) ------------------------------------- */
+
+/* The process's control block (lj_perf.h, docs/remote.md). Initialised, so
+** it sits in the .data of the file that holds the VM, where ljperf finds it
+** by its magic; a fork child has its own copy.
+*/
+LJ_DATADEF volatile LJPerfCtl lj_perf_ctl __attribute__((used, aligned(64))) =
+{
+  LJPERF_CTL_MAGIC, LJPERF_CTL_VERSION, sizeof(LJPerfCtl), 0, 0, 0, 0, 0, 0, 0
+};
+
+/* While switched on remotely, perfseen = seq ^ PERF_POLLALL: every poll
+** takes the slow path and checks the lease.
+*/
+#define PERF_POLLALL	0x80000000u
+
+static int64_t perf_now(void)
+{
+  struct timespec ts;
+  /* COARSE: a vDSO read, no syscall; a tick (<= 4 ms) late at most. */
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+    return INT64_MAX;  /* No clock: the lease counts as lapsed. */
+  return (int64_t)ts.tv_sec*1000000000 + ts.tv_nsec;
+}
+
+/* A remote request is live: parts wanted, for this process (a fork child
+** has a copy of its parent's block: not for it), lease not lapsed.
+*/
+static unsigned perf_remote_want(void)
+{
+  unsigned want = lj_perf_ctl.want & PERF_ALL;
+  if (want && lj_perf_ctl.target == (uint32_t)getpid() &&
+      perf_now() < lj_perf_ctl.deadline)
+    return want;
+  return 0;
+}
+
+/* Slow path of lj_perf_poll. Starts the parts a live request wants that are
+** not on yet (those already on stay as they are, and stay on after), or
+** stops the ones it started when the request ended or lapsed. Called at a
+** safe point; never while a trace is being recorded (then: next poll).
+*/
+void LJ_FASTCALL lj_perf_remote(lua_State *L)
+{
+  global_State *g = G(L);
+  uint32_t seq = lj_perf_ctl.seq;
+  unsigned want;
+  if ((g->perfremote & PERF_REMOTE_REFUSE)) {  /* LUAJIT_PERF_REMOTE=0 */
+    g->perfseen = seq;
+    return;
+  }
+#if LJ_HASJIT
+  if (G2J(g)->state != LJ_TRACE_IDLE) return;
+#endif
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);  /* seq before the request. */
+  want = perf_remote_want();
+  if (want && !(g->perfremote & PERF_REMOTE_ON)) {
+    unsigned parts = want & ~perf_status(g);
+    unsigned failed = parts ? perf_start(L, parts) : 0;
+    g->perfremote = (uint8_t)((parts & ~failed) | PERF_REMOTE_ON);
+    if ((g->perfremote & LUAJIT_PERF_FRAMES))
+      lj_fprec_fixrbp(L);  /* The interpreter's rbp, saved by our caller. */
+    if (failed)
+      fprintf(stderr, "ljperf: remote start: could not start:%s%s%s\n",
+	      (failed & LUAJIT_PERF_MAP) ? " map" : "",
+	      (failed & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
+	      (failed & LUAJIT_PERF_FRAMES) ? " frames" : "");
+    __atomic_add_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
+  } else if (!want && (g->perfremote & PERF_REMOTE_ON)) {
+    perf_stop(L, g->perfremote & PERF_ALL);
+    g->perfremote = 0;
+    __atomic_sub_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
+  }
+  lj_perf_ctl.ack = seq;
+  g->perfseen = (g->perfremote & PERF_REMOTE_ON) ? seq ^ PERF_POLLALL : seq;
 }
 
 /* -- C API ---------------------------------------------------------------- */
@@ -763,13 +853,15 @@ static int perf_lstop(lua_State *L)
 static int perf_lstatus(lua_State *L)
 {
   unsigned mask = perf_status(G(L));
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lua_pushboolean(L, (mask & LUAJIT_PERF_MAP) != 0);
   lua_setfield(L, -2, "map");
   lua_pushboolean(L, (mask & LUAJIT_PERF_JITDUMP) != 0);
   lua_setfield(L, -2, "jitdump");
   lua_pushboolean(L, (mask & LUAJIT_PERF_FRAMES) != 0);
   lua_setfield(L, -2, "frames");
+  lua_pushboolean(L, (mask & LUAJIT_PERF_REMOTE) != 0);
+  lua_setfield(L, -2, "remote");
   return 1;
 }
 

@@ -15,7 +15,36 @@
 ** luaJIT_perf_status returns them.
 */
 
+/* The remote switch (ljperf record -p PID; docs/remote.md): one control
+** block per process, in initialised writable data, found by ljperf by its
+** magic and written through /proc/PID/mem. Every global_State polls it at
+** its GC steps and trace exits: one load and compare while SEQ is what it
+** last saw (all the time, unless asked).
+*/
+#define LJPERF_CTL_MAGIC	"\x7fLuaJIT-perfctl"	/* 16 bytes with its NUL. */
+#define LJPERF_CTL_VERSION	1
+typedef struct LJPerfCtl {
+  char magic[16];	/* LJPERF_CTL_MAGIC */
+  uint32_t version;	/* LJPERF_CTL_VERSION: the layout below. */
+  uint32_t size;	/* sizeof(LJPerfCtl) */
+  uint32_t seq;		/* ljperf: bumped (last) after each request. */
+  uint32_t want;	/* ljperf: LUAJIT_PERF_* parts wanted; 0: off. */
+  int64_t deadline;	/* ljperf: the lease, CLOCK_MONOTONIC ns. */
+  uint32_t target;	/* ljperf: the pid asked (a fork child: not it). */
+  uint32_t owner;	/* ljperf: its own pid. */
+  uint32_t ack;		/* VM: the last SEQ a lua_State acted on. */
+  int32_t nremote;	/* VM: lua_States switched on remotely now. */
+} LJPerfCtl;
+
 #if LJ_HASPERF
+LJ_DATA volatile LJPerfCtl lj_perf_ctl;
+LJ_FUNC void LJ_FASTCALL lj_perf_remote(lua_State *L);
+/* At a VM safe point (lj_gc_step, lj_trace_exit): a request changed, or
+** switched on remotely (then the lease is checked on each poll).
+*/
+#define lj_perf_poll(L) \
+  do { if (LJ_UNLIKELY(lj_perf_ctl.seq != G(L)->perfseen)) \
+	 lj_perf_remote(L); } while (0)
 LJ_FUNC void lj_perf_init(lua_State *L);	/* End of lua_newstate. */
 LJ_FUNC void lj_perf_close(global_State *g);	/* Start of lua_close. */
 LJ_FUNC void lj_perf_chunk(lua_State *L, GCproto *pt);  /* Chunk loaded. */
@@ -26,6 +55,7 @@ LJ_FUNC int luaopen_jit_perf(lua_State *L);	/* require "jit.perf" */
 #define lj_perf_close(g)	UNUSED(g)
 #define lj_perf_chunk(L, pt)	UNUSED(pt)
 #define lj_perf_trace(J, T)	UNUSED(T)
+#define lj_perf_poll(L)		UNUSED(L)
 #endif
 
 #endif

@@ -222,13 +222,52 @@ def attached_dump(pid):
     return None, expected
 
 
-def check_target(pid):
+def remote_module():
+    """tools/ljperf/ljremote.py (next to this script's source)."""
+    if SRC_DIR not in sys.path:
+        sys.path.insert(0, SRC_DIR)
+    import ljremote
+    return ljremote
+
+
+def remote_on(pids, had_dump):
+    """Switches recording on in PIDS (docs/remote.md). Returns the switch
+    (stop() switches off again; its lease lapses if we die) and the pids
+    that have no switch. A process that writes a jitdump already (HAD_DUMP)
+    is not waited for long: it may be idle, and it records anyway."""
+    ljremote = remote_module()
+    sw = ljremote.RemoteSwitch(pids, say)
+    try:
+        missing = sw.start()
+        late = sw.wait_on(1.0)
+        late = [p for p in late if p not in had_dump]
+        if late:
+            late = sw.wait_on(ljremote.ACK_WAIT - 1.0, late)
+        if late:
+            raise Fail("pid %s did not switch recording on within %.0f s: it switches at "
+                       "its next GC step or trace exit (is it running Lua code? "
+                       "LUAJIT_PERF_REMOTE=0 in its environment refuses)"
+                       % (",".join(map(str, late)), ljremote.ACK_WAIT))
+    except ljremote.RemoteError as e:
+        sw.stop()
+        raise Fail(str(e))
+    except BaseException:
+        sw.stop()
+        raise
+    return sw, missing
+
+
+def check_process(pid):
     if pid <= 0 or not os.path.isdir("/proc/%d" % pid):
         raise Fail("no process with pid %d" % pid)
     uid = proc_uid(pid)
     if not privileged() and uid is not None and uid != os.geteuid():
         raise Fail("cannot attach to pid %d: it runs as uid %d; run ljperf as that user "
                    "or as root" % (pid, uid))
+
+
+def check_target(pid):
+    check_process(pid)
     dump, expected = attached_dump(pid)
     if dump is None:
         raise Fail("pid %d is not writing a jitdump (no %s): start it with "
@@ -237,13 +276,10 @@ def check_target(pid):
     return dump
 
 
-def attach_targets(opts):
-    """[(pid, its jitdump or None)] to attach to: -p's list, or --nginx's
-    master and its children (the workers; later children -- workers after a
-    reload, a new binary after an upgrade -- are followed by perf's
-    inheritance). With several pids, a process that has not written its
-    jitdump yet (an nginx worker writes it when it first runs Lua code) is
-    attached all the same; its dump is collected after the recording."""
+def attach_pids(opts):
+    """The pids to attach to: -p's list, or --nginx's master and its
+    children (the workers; later children -- workers after a reload, a new
+    binary after an upgrade -- are followed by perf's inheritance)."""
     pids = list(opts.attach or [])
     if opts.nginx is not None:
         if pids:
@@ -251,6 +287,14 @@ def attach_targets(opts):
         if opts.nginx <= 0 or not os.path.isdir("/proc/%d" % opts.nginx):
             raise Fail("no process with pid %d" % opts.nginx)
         pids = [opts.nginx] + sorted(children_of(opts.nginx))
+    return pids
+
+
+def attach_targets(pids):
+    """[(pid, its jitdump or None)] of PIDS. With several pids, a process
+    that has not written its jitdump yet (an nginx worker writes it when it
+    first runs Lua code) is attached all the same; its dump is collected
+    after the recording."""
     if len(pids) == 1:
         return [(pids[0], check_target(pids[0]))]
     out, missing = [], None
@@ -790,10 +834,32 @@ def cmd_record(opts):
     perf = need_perf()
     event = opts.event or DEFAULT_EVENT
     check_access(perf, event)
-    targets = attach_targets(opts) if attaching else []
-    pid = targets[0][0] if targets else None
-    if pid is None:
+    pids = attach_pids(opts) if attaching else []
+    if not pids:
         resolve_command(cmd[0])
+    for p in pids:
+        check_process(p)
+    had_dump = {p for p in pids if attached_dump(p)[0] is not None}
+    # Switch recording on in the processes that do not record yet (not in an
+    # nginx master: its Lua VM is idle, its workers have their own switch).
+    ask = [p for p in pids if p not in had_dump and p != opts.nginx]
+    remote, noswitch = remote_on(ask, had_dump) if ask else (None, [])
+    try:
+        return record_with(opts, cmd, perf, event, pids, had_dump, noswitch)
+    finally:
+        if remote is not None:
+            remote.stop()       # recording off again (also on errors, Ctrl-C)
+
+
+def record_with(opts, cmd, perf, event, pids, had_dump, noswitch):
+    try:
+        targets = attach_targets(pids) if pids else []
+    except Fail as e:
+        if set(pids) & set(noswitch):   # nothing we could switch on either
+            raise Fail("%s; it has no ljperf remote switch either (not the "
+                       "ljperf-patched LuaJIT, or an older one)" % e)
+        raise
+    pid = targets[0][0] if targets else None
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
     argv = [perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q",
@@ -845,6 +911,9 @@ def cmd_record(opts):
         if pid is not None:
             # Snapshot the processes' jitdumps (they keep growing) and perf maps.
             attached = collect_attached(perf, outdir, data, targets)
+            for p, dump in attached.items():
+                if p in pids and p not in had_dump and not proc_alive(p):
+                    remove_left(p, dump)    # it exited: its files are ours to clean
             meta["attached"] = [p for p, _ in targets]
             meta["jitdump"] = attached.get(pid) or sorted(attached.values())[0]
         elif not dumps_in(outdir):
@@ -888,6 +957,16 @@ def move_maps(outdir):
                     % (perf_map(p), outdir, e.strerror or e))
 
 
+def remove_left(pid, dump):
+    """A process we switched on remotely exited: its jitdump and perf map
+    (copied into DIR) would stay in /tmp forever."""
+    for path in (dump, perf_map(pid)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def remove_injected(d, pid, since):
     """perf inject writes jitted-PID-N.so next to the process's jitdump; for
     an attached process that is outside DIR (e.g. /tmp). They are in DIR's
@@ -900,9 +979,16 @@ def remove_injected(d, pid, since):
             pass
 
 
+def proc_alive(pid):
+    """PID exists and is not a zombie (exited, not yet reaped)."""
+    st = read_text("/proc/%d/stat" % pid)
+    r = st.rfind(")")
+    return r >= 0 and st[r + 2:r + 3] not in ("Z", "X", "")
+
+
 def program_status(rc, rec, pid, cmd):
     if pid is not None:
-        alive = os.path.isdir("/proc/%d" % pid)
+        alive = proc_alive(pid)
         if rec.stopped:
             return "detached from pid %d after %.1f s (--duration)" % (pid, rec.stopped_at)
         if rec.interrupted:
@@ -978,18 +1064,22 @@ Stopping: when CMD exits; after --duration S seconds (perf stops and sends
 CMD SIGTERM; SIGKILL if it is still there 10 s later); or Ctrl-C (perf and
 CMD both get it, the profile is still written).
 
--p PID attaches to a process started with LUAJIT_PERF set (or that called
-jit.perf.start()): its jitdump is found in /proc/PID/maps (or where
+-p PID[,PID...] attaches to running processes of the ljperf-patched LuaJIT.
+Recording is switched on first in those that do not record yet (no
+LUAJIT_PERF or profiling code needed; through /proc/PID/mem, so you must be
+allowed to ptrace them) and off again when ljperf ends; if ljperf is killed
+they switch off by themselves within 3 s (docs/remote.md). A process that
+had recording on keeps it. Its jitdump is found in /proc/PID/maps (or where
 LUAJIT_PERF_DIR in /proc/PID/environ, default /tmp, says) and copied into
-DIR; its perf map is copied, not removed (the process still writes it).
-Recording ends after --duration, on Ctrl-C, or when the process exits; the
-process keeps running. -p PID,PID,... attaches to several processes (e.g.
-all workers of one nginx); --nginx MASTER_PID attaches to an nginx master
-and its workers, and follows the processes it starts while recording
-(workers after a reload, a new binary). Use --per-process for one tree per
-process. nginx workers get LUAJIT_PERF from the master's Lua VM (created
-when the master reads its configuration); a new binary (SIGUSR2) gets only
-the variables of nginx's `env` directives: add `env LUAJIT_PERF;`.
+DIR; its perf map is copied, not removed (the process still writes it; both
+are removed if it exited and ljperf had switched it on). Recording ends
+after --duration, on Ctrl-C, or when the process exits; the process keeps
+running. --nginx MASTER_PID attaches to an nginx master and its workers
+(switched on as above), and follows the processes it starts while
+recording (workers after a reload, a new binary). Use --per-process for one
+tree per process. Workers started with LUAJIT_PERF get it from the master's
+Lua VM; a new binary (SIGUSR2) gets only the variables of nginx's `env`
+directives: add `env LUAJIT_PERF;`.
 
 Permissions: ljperf samples user space only. Without root (CAP_PERFMON) that
 needs kernel.perf_event_paranoid <= 2 (Debian kernels: 3 forbids all perf
@@ -1072,7 +1162,8 @@ def make_parser():
                    help="stop recording after S seconds (a started CMD is then "
                         "terminated, an attached process keeps running)")
     r.add_argument("-p", "--pid", dest="attach", metavar="PID[,PID...]", type=pid_list,
-                   help="attach to these running processes instead of starting CMD")
+                   help="attach to these running processes instead of starting CMD "
+                        "(recording is switched on in them, and off again after)")
     r.add_argument("--nginx", metavar="MASTER_PID", type=int,
                    help="attach to an nginx master and its workers (and the workers "
                         "a reload or binary upgrade starts while recording)")

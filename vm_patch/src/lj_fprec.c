@@ -334,6 +334,34 @@ void *lj_fprec_exit(lua_State *L, const BCIns *pc)
   return fprec_link(L, stop, pc, FP_WRITE, NULL);
 }
 
+/* Recording was switched on in a C function the interpreter of L called
+** (lj_gc_step from a handler, or a C function that allocates): the
+** interpreter's rbp, saved by that function below L's C frame, still points
+** at the VM entry record. Fixed to L's top record, so samples taken before
+** the next frame change walk all frames. The slot is found by following
+** frame pointers from here; only stack words between this frame and L's C
+** frame are read. Not found (called from a trace, whose exit relinks; a
+** caller without frame pointers): left alone.
+*/
+void lj_fprec_fixrbp(lua_State *L)
+{
+  void **p = (void **)__builtin_frame_address(0), **slot;
+  int32_t st = G(L)->vmstate;  /* In a handler or a C function, not a trace. */
+  if ((st != ~LJ_VMST_INTERP && st != ~LJ_VMST_C) || !L->cframe ||
+      gcref(G(L)->cur_L) != obj2gco(L) || !G(L)->fprec_on)
+    return;
+  slot = (void **)((char *)cframe_raw(L->cframe) - 16);  /* {rbp, ret} */
+  while (p < slot) {
+    void **q = (void **)p[0];
+    if (q <= p || q > slot) return;
+    p = q;
+  }
+  if (p == slot && fprec_invm(slot[1])) {
+    void *top = fprec_link(L, NULL, NULL, FP_TOP, NULL);
+    if (top) *slot = top;
+  }
+}
+
 /* -- Dispatch ------------------------------------------------------------ */
 
 /* The handler for OP: its recording variant while DISPMODE_FPREC is set. */

@@ -39,6 +39,7 @@ LJ_FUNC void lj_fprec_newthread(lua_State *L);
 LJ_FUNC void lj_fprec_freethread(global_State *g, lua_State *L);
 LJ_FUNC void lj_fprec_resize(lua_State *L, char *oldst, ptrdiff_t delta);
 LJ_FUNC void lj_fprec_close(global_State *g);
+LJ_FUNC void lj_fprec_fixrbp(lua_State *L);
 LJ_FUNC uint8_t lj_fprec_dispatch(ASMFunction *disp, uint8_t oldmode,
 				  uint8_t mode);
 LJ_FUNC void lj_fprec_heads(ASMFunction *disp, uint8_t mode,
@@ -55,6 +56,7 @@ LJ_FUNCA void *lj_fprec_exit(lua_State *L, const BCIns *pc);
 #define lj_fprec_freethread(g, L)		UNUSED(L)
 #define lj_fprec_resize(L, oldst, delta)	UNUSED(L)
 #define lj_fprec_close(g)			UNUSED(g)
+#define lj_fprec_fixrbp(L)			UNUSED(L)
 #define lj_fprec_dispatch(disp, oldmode, mode)	((uint8_t)((oldmode) ^ (mode)))
 #define lj_fprec_heads(disp, mode, f_funcf)	UNUSED(disp)
 #define lj_fprec_ins(mode, op)			makeasmfunc(lj_bc_ofs[(op)])

@@ -98,7 +98,10 @@ def classify(sample, dump, prefix=None):
     frames = sample.frames
     if not frames:
         frames = prefix(sample) if prefix else []
-    nofp = bool(frames) and frames[0][1] in NOFP_SYMS
+    # A PLT stub is a jump without a frame of its own: a sample in one (e.g.
+    # __cxa_atexit@plt from libc's start-up code) reads its caller's frame.
+    nofp = bool(frames) and (frames[0][1] in NOFP_SYMS or
+                             (frames[0][1] or "").endswith("@plt"))
     for addr, sym, _, dso in frames:
         if guest(dso):
             if live_load(dump, addr, t) is None:

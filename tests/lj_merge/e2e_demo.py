@@ -215,12 +215,19 @@ def test():
         linj, _ = lj_merge(texts["inject -F"], sess.dir, "--lines")
         ok = T.report(lraw == linj, "--lines: the same with and without inject") and ok
         work = [s for s in lraw if ";lua_work@" in s and s.split(";")[-1].startswith("lua_work@")]
-        lines = {s.split(";")[-1].rsplit(":", 1)[1] for s in work}
+        weight = {}
+        for s in work:
+            ln = s.split(";")[-1].rsplit(":", 1)[1]
+            weight[ln] = weight.get(ln, 0) + lraw[s]
+        lines = set(weight)
+        unknown = weight.get("?", 0) / (sum(weight.values()) or 1)
         # lua_work (demo.lua:20): its loop is line 23, the timing lines 21, 24;
-        # a trace starting at its entry (line 20) is sampled there too
-        ok = T.report(bool(work) and lines <= {"20", "21", "22", "23", "24", "25"}
-                      and "23" in lines,
-                      "--lines: lua_work's current lines %s (loop on 23)" % sorted(lines)) and ok
+        # a trace starting at its entry (line 20) is sampled there too. `?`:
+        # a sample in VM code that does not hold the PC (rare).
+        ok = T.report(bool(work) and lines - {"?"} <= {"20", "21", "22", "23", "24", "25"}
+                      and "23" in lines and unknown < 0.02,
+                      "--lines: lua_work's current lines %s (loop on 23; %.1f%% `?`)"
+                      % (sorted(lines), 100 * unknown)) and ok
     return ok
 
 

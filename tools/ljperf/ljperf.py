@@ -840,9 +840,10 @@ def cmd_record(opts):
     for p in pids:
         check_process(p)
     had_dump = {p for p in pids if attached_dump(p)[0] is not None}
-    # Switch recording on in the processes that do not record yet (not in an
-    # nginx master: its Lua VM is idle, its workers have their own switch).
-    ask = [p for p in pids if p not in had_dump and p != opts.nginx]
+    # Switch recording on (and hold it on for this recording: a second ljperf
+    # gets one clear error), not in an nginx master: its Lua VM is idle and
+    # its workers have their own switch.
+    ask = [p for p in pids if p != opts.nginx]
     remote, noswitch = remote_on(ask, had_dump) if ask else (None, [])
     try:
         return record_with(opts, cmd, perf, event, pids, had_dump, noswitch)

@@ -272,15 +272,14 @@ class Merger:
         ev_key = not self.ev_fixed     # settle() picks the event at the end
         want_bx = self.want_bx
         res = self.res
+        last = None                    # the batch's last sample time
         for s in batch:
             if type(s) is Event:
                 self.event(s)
                 continue
             comm, pid, tid, time, period, event, chain, regs, inline = s
             if time is not None:
-                if self.t_first is None:
-                    self.t_first = time
-                self.t_last = time
+                last = time
             if event is not None and ev_fixed is not None and event != ev_fixed:
                 if event.split(":", 1)[0] != ev_fixed:
                     self.other_events += 1
@@ -319,6 +318,11 @@ class Merger:
                 c[1] += 1 if period is None else period
             if nb:
                 self.bad += nb
+        if last is not None:
+            if self.t_first is None:
+                self.t_first = next(x[3] for x in batch
+                                    if type(x) is not Event and x[3] is not None)
+            self.t_last = last
 
     def _pid(self, tid):
         """Process of a sample perf printed without its pid."""

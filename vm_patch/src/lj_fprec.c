@@ -346,8 +346,12 @@ void *lj_fprec_exit(lua_State *L, const BCIns *pc)
 void lj_fprec_fixrbp(lua_State *L)
 {
   void **p = (void **)__builtin_frame_address(0), **slot;
-  int32_t st = G(L)->vmstate;  /* In a handler or a C function, not a trace. */
-  if ((st != ~LJ_VMST_INTERP && st != ~LJ_VMST_C) || !L->cframe ||
+  int32_t st = G(L)->vmstate;
+  /* In a handler or a C function (tarantool/luajit splits these states
+  ** further), not in a trace (st >= 0), its exit, the GC or the compiler. */
+  if (st >= 0 || st == ~LJ_VMST_GC || st == ~LJ_VMST_EXIT ||
+      st == ~LJ_VMST_RECORD || st == ~LJ_VMST_OPT || st == ~LJ_VMST_ASM ||
+      !L->cframe ||
       gcref(G(L)->cur_L) != obj2gco(L) || !G(L)->fprec_on)
     return;
   slot = (void **)((char *)cframe_raw(L->cframe) - 16);  /* {rbp, ret} */

@@ -8,7 +8,6 @@
 
 #include "lj_obj.h"
 #include "lj_jit.h"
-#include "luajit.h"
 
 /* What a global_State describes to perf (global_State.perfmask): the
 ** LUAJIT_PERF_* bits of luajit.h (map, jitdump, frames), as

@@ -125,7 +125,11 @@ class Pprof:
     def stack(self, frames, samples, weight, comm, pid, tid):
         labels = {k: v for k, v in (("comm", comm), ("pid", pid), ("tid", tid))
                   if v is not None}
-        self.stacks.append(([self._frame(f) for f in frames[1:]], samples,
+        # Nothing below the root (only hidden VM frames): the root's name,
+        # as the folded output's self weight of the root; pprof would leave
+        # a sample without locations out of its totals.
+        below = frames[1:] or [(frames[0][0], "root", None, None)]
+        self.stacks.append(([self._frame(f) for f in below], samples,
                             weight if self.clock else None, labels))
         self.samples += samples
         self.weight += weight

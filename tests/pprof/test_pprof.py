@@ -219,9 +219,9 @@ def shares(folded):
     total = sum(folded.values())
     flat, cum = {}, {}
     for stack, w in folded.items():
-        fns = [function_of(f) for f in stack.split(";")[1:]]
-        if not fns:
-            continue
+        parts = stack.split(";")
+        # a stack of the root alone: pprof names its one frame after the root
+        fns = [function_of(f) for f in parts[1:]] or [parts[0]]
         flat[fns[-1]] = flat.get(fns[-1], 0) + w
         for fn in set(fns):
             cum[fn] = cum.get(fn, 0) + w

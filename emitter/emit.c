@@ -62,7 +62,9 @@ static unsigned ljp_open_mask(void)
 static void ljp_open_outputs(unsigned mask)
 {
   if (mask & LJP_MAP) ljp_map_open(ljp_owner);
-  if (mask & LJP_JITDUMP) ljp_jd_open(ljp_owner, ljp_dir);
+  if (mask & LJP_JITDUMP) {
+    if (ljp_jd_open(ljp_owner, ljp_dir) == 0) ljp_inl_open(ljp_owner, ljp_dir);
+  }
 }
 
 /* Lock held. In a fork child: drop the parent's outputs without writing to
@@ -73,6 +75,7 @@ static void ljp_check_fork(void)
   if (ljp_owner == pid) return;
   ljp_map_abandon();
   ljp_jd_abandon();
+  ljp_inl_abandon();
   ljp_owner = pid;
   if (ljp_want) {
     ljp_open_outputs(ljp_want);
@@ -123,6 +126,21 @@ void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
   pthread_mutex_unlock(&ljp_lock);
 }
 
+void ljp_emit_trace(uint64_t addr, uint64_t size, const char *name,
+		    const LJPLine *lines, size_t nlines, const LJPInline *inl)
+{
+  pthread_mutex_lock(&ljp_lock);
+  ljp_check_fork();
+  if (ljp_map_isopen()) ljp_map_load(addr, size, name, ljp_batch > 0);
+  if (ljp_jd_isopen()) {
+    uint64_t index = ljp_jd_nextindex();
+    ljp_jd_load(addr, size, name, NULL, lines, nlines, ljp_batch > 0);
+    if (inl && ljp_inl_isopen() && ljp_jd_nextindex() != index)
+      ljp_inl_trace(index, addr, size, inl, ljp_batch > 0);
+  }
+  pthread_mutex_unlock(&ljp_lock);
+}
+
 void ljp_emit_batch_begin(void)
 {
   pthread_mutex_lock(&ljp_lock);
@@ -137,6 +155,7 @@ void ljp_emit_batch_end(void)
     ljp_check_fork();
     if (ljp_map_isopen()) ljp_map_flush();
     if (ljp_jd_isopen()) ljp_jd_flush();
+    if (ljp_inl_isopen()) ljp_inl_flush();
   }
   pthread_mutex_unlock(&ljp_lock);
 }
@@ -165,11 +184,14 @@ void ljp_emit_close(void)
   if (ljp_owner == ljp_mypid()) {
     if (ljp_map_isopen()) ljp_map_flush();
     if (ljp_jd_isopen()) ljp_jd_flush();
+    if (ljp_inl_isopen()) ljp_inl_flush();
     ljp_map_close();
     ljp_jd_close();
+    ljp_inl_close();
   } else {  /* fork child that never called in: inherited, do not write */
     ljp_map_abandon();
     ljp_jd_abandon();
+    ljp_inl_abandon();
     ljp_owner = ljp_mypid();
   }
   ljp_want = 0;

@@ -166,6 +166,8 @@ int ljp_jd_open(pid_t pid, const char *dir)
 
 int ljp_jd_isopen(void) { return ljp_jd.f.fd >= 0; }
 
+uint64_t ljp_jd_nextindex(void) { return ljp_jd.index; }
+
 /* Appends the DEBUG_INFO record for LINES to ljp_jd.buf (nothing if no line
 ** falls inside the code). 0, 1 if it is too large for a record (nothing
 ** appended), -1 on allocation failure. */

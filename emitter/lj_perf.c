@@ -44,6 +44,7 @@
 #include "lj_dispatch.h"
 #include "lj_target.h"
 #include "lj_fprec.h"
+#include "lj_tracepos.h"
 #include "lj_perf.h"
 #include "ljperf_emit.h"
 #include "ljperf_set.h"
@@ -468,7 +469,102 @@ static BCLine perf_snapline(GCtrace *T, SnapShot *snap, GCproto *pt)
 #define PERF_SNAPOFS(snap)	0
 #endif
 
-static void perf_trace(GCtrace *T)
+/* Inline stacks of trace T from its positions TP (lj_tracepos.c): ranges
+** of machine code with the node of their innermost frame, the nodes they
+** use (callers before callees), and each range's innermost line in PL.
+** Chunk names live in FILES (one per function, freed by the caller). 0:
+** none (not tracked since the trace's start, or no memory).
+*/
+typedef struct PerfInl {
+  LJPInlNode *node; size_t nnode;
+  LJPInlRange *range; size_t nrange;
+  uint32_t *map;		/* Position node -> node + 1 written, or 0. */
+  char **files; GCproto **fpt; size_t nfile;
+} PerfInl;
+
+static void perf_inl_free(PerfInl *pi)
+{
+  size_t i;
+  for (i = 0; i < pi->nfile; i++) free(pi->files[i]);
+  free(pi->node); free(pi->range); free(pi->map); free(pi->files); free(pi->fpt);
+}
+
+/* The chunk name of PT, kept in PI (NULL: no memory). */
+static const char *perf_inl_file(PerfInl *pi, GCproto *pt)
+{
+  char buf[PERF_NAMESZ];
+  PerfBuf b = { buf, 0, sizeof(buf) };
+  size_t i;
+  for (i = pi->nfile; i-- > 0; )
+    if (pi->fpt[i] == pt) return pi->files[i];
+  if ((pi->nfile & (pi->nfile + 1)) == 0 || pi->nfile == 0) {  /* 0,1,3,7.. */
+    size_t sz = 2*pi->nfile + 2;
+    char **f = (char **)realloc(pi->files, sz*sizeof(char *));
+    GCproto **p;
+    if (!f) return NULL;
+    pi->files = f;
+    if (!(p = (GCproto **)realloc(pi->fpt, sz*sizeof(GCproto *)))) return NULL;
+    pi->fpt = p;
+  }
+  buf[0] = '\0';
+  pb_chunk(&b, pt);
+  if (!(pi->files[pi->nfile] = strdup(buf))) return NULL;
+  pi->fpt[pi->nfile] = pt;
+  return pi->files[pi->nfile++];
+}
+
+static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
+		       const char *rootfile, BCLine rootline)
+{
+  MCode *mc = T->mcode, *end = T->mcode + T->szmcode;
+  uint32_t i, k;
+  int32_t head;
+  if (!tp || !tp->valid || !tp->nnode ||  /* Not this trace's? */
+      (tp->ncode && (tp->code[tp->ncode-1].mcp < mc || tp->code[0].mcp >= end)))
+    return 0;
+  pi->map = (uint32_t *)calloc(tp->nnode, sizeof(uint32_t));
+  pi->range = (LJPInlRange *)malloc((tp->ncode + 1) * sizeof(LJPInlRange));
+  pi->node = (LJPInlNode *)malloc(tp->nnode * sizeof(LJPInlNode));
+  if (!pi->map || !pi->range || !pi->node) return 0;
+  head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
+  for (i = tp->ncode + 1; i-- > 0; ) {  /* Used nodes and their callers. */
+    int32_t n = i < tp->ncode ? lj_tracepos_node(tp, tp->code[i].ref) : head;
+    for (; n >= 0 && !pi->map[n]; n = (int32_t)tp->node[n].parent - 1)
+      pi->map[n] = 1;
+  }
+  for (k = 0; k < tp->nnode; k++)  /* In creation order: callers first. */
+    if (pi->map[k]) {
+      TPNode *nd = &tp->node[k];
+      pi->node[pi->nnode].pc = (uint64_t)(uintptr_t)nd->pc;
+      pi->node[pi->nnode].parent = nd->parent ? pi->map[nd->parent-1] : 0;
+      pi->map[k] = (uint32_t)++pi->nnode;
+    }
+  /* The head (entry, a side trace's parent state, below the first
+  ** instruction's code) and then each instruction's code. */
+  for (i = tp->ncode + 1; i-- > 0; ) {  /* Ascending addresses. */
+    int32_t n = i < tp->ncode ? lj_tracepos_node(tp, tp->code[i].ref) : head;
+    MCode *at = i < tp->ncode ? tp->code[i].mcp : mc;
+    uint32_t node = n >= 0 ? pi->map[n] : 0;
+    uint64_t off = (uint64_t)(at - mc);
+    if (i == tp->ncode && tp->ncode && tp->code[i-1].mcp == mc) continue;  /* No head. */
+    if (pi->nrange && pi->range[pi->nrange-1].node == node) continue;
+    pi->range[pi->nrange].off = off;
+    pi->range[pi->nrange++].node = node;
+    if (n >= 0) {
+      TPNode *nd = &tp->node[n];
+      const char *file = perf_inl_file(pi, nd->pt);
+      BCLine line = lj_debug_line(nd->pt, proto_bcpos(nd->pt, nd->pc) - 1);
+      if (!file || !perf_lines_add(pl, (uint64_t)(uintptr_t)at, (uint32_t)line, file))
+	return 0;
+    } else if (!perf_lines_add(pl, (uint64_t)(uintptr_t)at, (uint32_t)rootline,
+			       rootfile)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void perf_trace(GCtrace *T, TracePos *tp)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
   char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ], fbuf[PERF_NAMESZ];
@@ -476,12 +572,16 @@ static void perf_trace(GCtrace *T)
   PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
   PerfBuf fb = { fbuf, 0, sizeof(fbuf) };
   PerfLines pl = { NULL, 0, 0 };
-  int ok = 1;
+  PerfInl pi;
+  LJPInline inl;
+  int ok = 1, hasinl;
   SnapNo i;
   uint64_t mc = (uint64_t)(uintptr_t)T->mcode;
   const BCIns *startpc = mref(T->startpc, const BCIns);
+  BCLine startline = lj_debug_line(pt, proto_bcpos(pt, startpc));
   char pname[PERF_NAMESZ];
   nbuf[0] = ownbuf[0] = fbuf[0] = '\0';
+  memset(&pi, 0, sizeof(pi));
   perf_names_get(pt, pname, sizeof(pname));
   pb_label(&ob, pt, pname);
   pb_chunk(&fb, pt);
@@ -490,18 +590,25 @@ static void perf_trace(GCtrace *T)
   pb_str(&nb, "::");
   pb_str(&nb, fbuf);
   pb_str(&nb, ":");
-  pb_int(&nb, (long)lj_debug_line(pt, proto_bcpos(pt, startpc)));
+  pb_int(&nb, (long)startline);
   pb_str(&nb, "::");
   pb_str(&nb, ownbuf);
-  for (i = 0; ok && i < PERF_NSNAP(T); i++) {
-    SnapShot *snap = &T->snap[i];
-    BCLine line = perf_snapline(T, snap, pt);
-    if (line >= 0)
-      ok = perf_lines_add(&pl, mc + (i ? PERF_SNAPOFS(snap) : 0),
-			  (uint32_t)line, fbuf);
+  hasinl = perf_inline(T, tp, &pi, &pl, fbuf, startline);
+  if (!hasinl) {  /* Lines of the root function from snapshots. */
+    pl.n = 0;
+    for (i = 0; ok && i < PERF_NSNAP(T); i++) {
+      SnapShot *snap = &T->snap[i];
+      BCLine line = perf_snapline(T, snap, pt);
+      if (line >= 0)
+	ok = perf_lines_add(&pl, mc + (i ? PERF_SNAPOFS(snap) : 0),
+			    (uint32_t)line, fbuf);
+    }
   }
   if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
-  ljp_emit_load(mc, T->szmcode, nbuf, NULL, pl.v, pl.n);
+  inl.node = pi.node; inl.nnode = pi.nnode;
+  inl.range = pi.range; inl.nrange = pi.nrange;
+  ljp_emit_trace(mc, T->szmcode, nbuf, pl.v, pl.n, hasinl ? &inl : NULL);
+  perf_inl_free(&pi);
   free(pl.v);
 }
 
@@ -580,7 +687,7 @@ static size_t perf_all(global_State *g)
   ljp_set_free(&haveparent, 0);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
-      perf_trace(gco2trace(o));
+      perf_trace(gco2trace(o), NULL);
   perf_stubs(G2J(g), 1);
   ljp_emit_batch_end();
   return n;
@@ -617,7 +724,7 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
   global_State *g = J2G(J);
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
   perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
-  perf_trace(T);
+  perf_trace(T, J->tracepos);
 }
 
 /* -- Switching ------------------------------------------------------------ */
@@ -640,6 +747,14 @@ static void perf_register_atexit(void)
   (void)atexit(perf_atexit);
 }
 
+/* Trace inline stacks come with the jitdump unless LUAJIT_PERF_INLINE=0
+** (they cost memory while a trace compiles; the traces are the same). */
+static int perf_inline_wanted(void)
+{
+  const char *s = getenv("LUAJIT_PERF_INLINE");
+  return !(s && !strcmp(s, "0"));
+}
+
 /* Turns on the parts in MASK for L's universe. Returns the parts that
 ** failed to start.
 */
@@ -656,6 +771,8 @@ static unsigned perf_start(lua_State *L, unsigned mask)
     had = g->perfmask & PERF_EMIT;
     failed |= emit & ~got;
     g->perfmask |= emit & got;
+    if ((g->perfmask & LUAJIT_PERF_JITDUMP) && perf_inline_wanted())
+      lj_tracepos_switch(g, 1);  /* Inline stacks of traces from now on. */
     if ((g->perfmask & PERF_EMIT) & ~had) {  /* New output: describe all. */
       int fresh;
       ljp_emit_begin(&fresh);
@@ -675,6 +792,7 @@ static void perf_stop(lua_State *L, unsigned mask)
   if ((mask & LUAJIT_PERF_FRAMES)) lj_fprec_stop(L);
   g->perfmask &= ~mask;
   if (!(g->perfmask & PERF_EMIT)) g->perfmask &= ~PERF_RESCAN;
+  if (!(g->perfmask & LUAJIT_PERF_JITDUMP)) lj_tracepos_switch(g, 0);
 }
 
 static unsigned perf_status(global_State *g)
@@ -713,6 +831,7 @@ void lj_perf_close(global_State *g)
     __atomic_sub_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
   g->perfremote = 0;
   g->perfmask = 0;
+  lj_tracepos_switch(g, 0);
 }
 
 /* -- Remote switch (ljperf record -p) ------------------------------------- */

@@ -52,6 +52,24 @@ unsigned ljp_emit_begin(int *fresh);
 void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 		   const void *bytes, const LJPLine *lines, size_t nlines);
 
+/* The Lua frames behind a trace's machine code (jit-PID.dump.inline, see
+** inline.c): NODE[i] is a frame at bytecode PC (the interpreter's link
+** convention) whose caller is NODE[PARENT-1] (PARENT 0: the trace's root
+** frame); RANGE[i] covers from the load's addr+OFF to the next range's
+** start (the last: to the end) with the frames of NODE[NODE-1] (0: the
+** root frame only). Ranges ascend by OFF. */
+typedef struct LJPInlNode { uint64_t pc; uint32_t parent; } LJPInlNode;
+typedef struct LJPInlRange { uint64_t off; uint32_t node; } LJPInlRange;
+typedef struct LJPInline {
+  const LJPInlNode *node; size_t nnode;
+  const LJPInlRange *range; size_t nrange;
+} LJPInline;
+
+/* ljp_emit_load of a trace, plus its inline stacks INL (NULL: none) when
+** the jitdump is open and takes the load. */
+void ljp_emit_trace(uint64_t addr, uint64_t size, const char *name,
+		    const LJPLine *lines, size_t nlines, const LJPInline *inl);
+
 /* Batches (nest; process-wide, so records of all threads keep their time
 ** order): from the first begin to the last end, records are collected and
 ** written with one write(2) per output at the end, or whenever 256 KiB are

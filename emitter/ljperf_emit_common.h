@@ -274,5 +274,15 @@ LJP_HIDDEN void ljp_jd_flush(void);
 LJP_HIDDEN void ljp_jd_forget_tid(void);
 LJP_HIDDEN void ljp_jd_close(void);
 LJP_HIDDEN void ljp_jd_abandon(void);
+LJP_HIDDEN uint64_t ljp_jd_nextindex(void);	/* code_index of the next load */
+
+/* inline.c, same conventions (opened and closed with the jitdump). */
+LJP_HIDDEN int ljp_inl_open(pid_t pid, const char *dir);
+LJP_HIDDEN int ljp_inl_isopen(void);
+LJP_HIDDEN void ljp_inl_trace(uint64_t index, uint64_t addr, uint64_t size,
+			      const LJPInline *t, int defer);
+LJP_HIDDEN void ljp_inl_flush(void);
+LJP_HIDDEN void ljp_inl_close(void);
+LJP_HIDDEN void ljp_inl_abandon(void);
 
 #endif

@@ -56,6 +56,11 @@ Frames
   JIT traces     `TRACE_N::CHUNK:LINE::OWNER` becomes OWNER (`_[j]` appended
                  with --jit-tag); a caller frame of the same function right
                  below it (where the trace was entered) is merged into it.
+                 Above OWNER come the Lua functions the trace inlined at the
+                 sampled address (or at the call, for a trace that called C),
+                 in call order, each a trace frame too, from
+                 jit-PID.dump.inline next to the jitdump (without that file:
+                 OWNER alone). --lines gives each one its own line.
   VM plumbing    lj_BC_*, lj_vm_*, lj_cont_*, lj_vmeta_*, lj_fff_* are dropped
                  (kept with --keep-vm), and so is the FFI call machinery
                  (lj_ccall_func with the ffi.meta___call right below it,

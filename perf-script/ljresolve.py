@@ -12,12 +12,13 @@ import os
 from bisect import bisect_right
 
 import jitdump
+import jitinline
 from ljframes import K_C, clean_name, name_frame
 
 class Load:
     """One CODE_LOAD (plus the DEBUG_INFO written before it)."""
     __slots__ = ("ts", "seq", "addr", "size", "end", "index", "name",
-                 "tid", "laddrs", "llines", "recs")
+                 "tid", "laddrs", "llines", "recs", "inl")
 
     def __init__(self, ts, seq, addr, size, index, name, tid):
         self.ts = ts
@@ -31,6 +32,7 @@ class Load:
         self.laddrs = None     # DEBUG_INFO entry addresses (sorted)
         self.llines = None     # their lines
         self.recs = None       # lj_merge's interned frames per address
+        self.inl = None        # a trace's inline ranges: (offsets, frames)
 
     def line_at(self, addr):
         """Line of ADDR: the DEBUG_INFO entry with the greatest addr <= ADDR
@@ -44,6 +46,15 @@ class Load:
             return None
         ln = self.llines[i]
         return ln if ln > 0 else None
+
+    def inline_at(self, off):
+        """The Lua frames (innermost first, the trace's root frame last) of
+        this trace's code at OFF, or None (none known: the root frame)."""
+        if self.inl is None:
+            return None
+        offs, frames = self.inl
+        i = bisect_right(offs, off) - 1
+        return frames[i] if i >= 0 else None
 
     def __repr__(self):
         return "Load(%s @%#x+%#x ts=%d idx=%d)" % (
@@ -93,6 +104,30 @@ class Dump:
         c.sort(key=lambda x: (x.ts, x.seq))
         return c
 
+    def add_inline(self, traces):
+        """Attaches jitinline Traces to their trace loads: LOAD.inl =
+        (range offsets, per range the Lua frames innermost first, the
+        trace's root frame last; None: the root frame only)."""
+        for t in traces:
+            ld = self.by_index.get(t.index)
+            if ld is None or ld.addr != t.addr or ld.size != t.size:
+                continue
+            frames = [self._lua_frames(st, ld.ts) for st in jitinline.stacks(t)]
+            ld.inl = ([off for off, _ in t.ranges],
+                      [frames[n - 1] if n else None for _, n in t.ranges])
+
+    def _lua_frames(self, pcs, ts):
+        """Frames of the bytecode addresses PCS as of time TS (the newest
+        prototype load at or before TS); None if one is unknown."""
+        out = []
+        for pc in pcs:
+            lds = [x for x in self.candidates(pc) if x.ts <= ts]
+            if not lds:
+                return None
+            ld = lds[-1]
+            out.append(name_frame(ld.name, ld, pc - ld.addr))
+        return tuple(out)
+
 
 def load_dump(path):
     """Reads the jit-PID.dump at PATH into a Dump. Tolerates a damaged or
@@ -120,7 +155,14 @@ def load_dump(path):
                 pid = rec.pid
     except (OSError, ValueError) as e:            # damaged file: keep what we have
         warnings.append("%s: %s" % (path, one_line(e)))
-    return Dump(pid, path, loads, warnings)
+    d = Dump(pid, path, loads, warnings)
+    ipath = path + ".inline"
+    if os.path.isfile(ipath):
+        try:
+            d.add_inline(jitinline.read(ipath))
+        except (OSError, ValueError) as e:
+            warnings.append("%s: %s" % (ipath, one_line(e)))
+    return d
 
 
 class _MapEntry:

@@ -76,16 +76,36 @@ class Folder:
                 label = "%s:%s" % (label, ln)
         return (label, "lua", ln, None)
 
-    def _trace(self, fr):
-        name = fr.label
+    def _jitted(self, label, fr):
+        """A frame of trace code: LABEL, FR's line under --lines (FR: the
+        trace frame, or an inline frame, whose PC is never a record's
+        function entry)."""
         ln = None
         if self.lines:
-            ln = self._lua_line(fr)
+            if fr.kind == K_TRACE:
+                ln = self._lua_line(fr)
+            else:
+                ln = fr.load.line_at(fr.load.addr + fr.off)
             if ln is not None:
-                name = "%s:%d" % (name, ln)
+                label = "%s:%s" % (label, ln)
         if self.jit_tag:
-            name += "_[j]"
-        return (name, "trace", ln, None)
+            label += "_[j]"
+        return (label, "trace", ln, None)
+
+    def _trace(self, fr, leaf):
+        """Printed frames of trace frame FR, leaf first: the Lua functions
+        the trace inlined at its address (jit-PID.dump.inline), then the
+        function the trace started in, with the line it is at (without
+        inline information: the line the jitdump gives)."""
+        ld = fr.load or self.res.load_of(fr)
+        chain = None
+        if ld is not None and fr.off is not None:
+            chain = ld.inline_at(fr.off if leaf or fr.off == 0 else fr.off - 1)
+        if not chain:
+            return [self._jitted(fr.label, fr)]
+        out = [self._jitted(f.label, f) for f in chain[:-1]]
+        out.append(self._jitted(fr.label, chain[-1]))
+        return out
 
     def fold(self, frames, leafline):
         """Printed frames of FRAMES (leaf first), root first. Rules (see
@@ -97,7 +117,7 @@ class Folder:
         prev_builtin = None        # (name, sym) of the builtin just emitted
         first_lua = True
         ccall = False              # the frame just before was lj_ccall_func
-        for fr in frames:
+        for i, fr in enumerate(frames):
             k = fr.kind
             if k == K_VM:
                 if self.keep_vm:
@@ -123,7 +143,7 @@ class Folder:
                     prev_owner = prev_builtin = None
                 first_lua = False
             elif k == K_TRACE:
-                out.append(self._trace(fr))
+                out.extend(self._trace(fr, i == 0))
                 prev_owner = fr.label
                 prev_builtin = None
                 first_lua = False

@@ -17,7 +17,8 @@ then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
   profile.pb.gz     pprof profile.proto (go tool pprof, Pyroscope, Parca)
   perf.data         the recording; perf.jit.data after perf inject --jit
   jit-PID.dump      the jitdump, cut to the code samples hit (perf inject
-                    makes one .so per code load); jit-PID.dump.full: all of it
+                    makes one .so per code load); jit-PID.dump.full: all of it;
+                    jit-PID.dump.inline: the Lua functions each trace inlined
   jitted-PID-N.so, perf-PID.map, .debug/ (build-id cache),
   ljperf.json (what was recorded), *.log (perf's own messages)
 
@@ -62,6 +63,7 @@ SRC_DIR = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, os.path.normpath(os.path.join(SRC_DIR, os.pardir, os.pardir,
                                                  "perf-script")))
 import jitdump  # noqa: E402
+import jitinline  # noqa: E402
 import perfscript  # noqa: E402
 from ljframes import KINDS, PC_USER_REGS, frame_kind  # noqa: E402
 
@@ -328,6 +330,9 @@ def collect_attached(perf, outdir, data, targets):
             if os.path.isfile(src):
                 try:
                     shutil.copyfile(src, os.path.join(outdir, os.path.basename(src)))
+                    if os.path.isfile(src + ".inline"):
+                        shutil.copyfile(src + ".inline", os.path.join(
+                            outdir, os.path.basename(src) + ".inline"))
                 except OSError as e:
                     raise Fail("cannot copy %s: %s" % (src, e.strerror or e))
                 found[p] = src
@@ -528,6 +533,21 @@ def sampled_addrs(perf, outdir, data):
     return addrs
 
 
+def inline_addrs(dump):
+    """The bytecode addresses the trace inline stacks next to DUMP name
+    (jit-PID.dump.inline): the loads of the functions traces inlined must
+    survive pruning, or lj_merge cannot name them."""
+    out = set()
+    try:
+        for t in jitinline.read(dump + ".inline"):
+            out.update(pc for pc, _ in t.nodes)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:
+        say("warning: %s.inline: %s" % (dump, e))
+    return out
+
+
 def prune_dumps(perf, outdir, data):
     """perf inject --jit writes one .so per CODE_LOAD: a program that loads
     20 000 functions gets 20 000 files and inject takes many seconds. Before
@@ -546,7 +566,7 @@ def prune_dumps(perf, outdir, data):
         try:
             if os.path.exists(full):   # pruned before (ljperf report): start over
                 shutil.copyfile(full, p)
-            kept, total = jitdump.prune(p, tmp, addrs)
+            kept, total = jitdump.prune(p, tmp, addrs | inline_addrs(p))
             if kept < total:
                 os.replace(p, full)
                 os.replace(tmp, p)
@@ -961,7 +981,7 @@ def move_maps(outdir):
 def remove_left(pid, dump):
     """A process we switched on remotely exited: its jitdump and perf map
     (copied into DIR) would stay in /tmp forever."""
-    for path in (dump, perf_map(pid)):
+    for path in (dump, dump + ".inline", perf_map(pid)):
         try:
             os.unlink(path)
         except OSError:

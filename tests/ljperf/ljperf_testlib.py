@@ -77,7 +77,8 @@ class Session:
                 p.kill()
                 p.wait()
         for pid in self.pids:
-            for f in ["/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid] + \
+            for f in ["/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
+                      "/tmp/jit-%d.dump.inline" % pid] + \
                     glob.glob("/tmp/jitted-%d-*.so" % pid):
                 try:
                     os.unlink(f)

@@ -86,7 +86,8 @@ def main():
         finally:
             ngx.stop()
             for p_ in pids:
-                for f in ("/tmp/perf-%d.map" % p_, "/tmp/jit-%d.dump" % p_):
+                for f in ("/tmp/perf-%d.map" % p_, "/tmp/jit-%d.dump" % p_,
+                          "/tmp/jit-%d.dump.inline" % p_):
                     try:
                         os.unlink(f)
                     except OSError:

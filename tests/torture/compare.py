@@ -83,7 +83,8 @@ def remove_perf_files(pid):
     """A patched VM run with perf output enabled (e.g. --patched-env
     LUAJIT_PERF=1) leaves /tmp/perf-PID.map and jit-PID.dump behind; they
     belong to this test run, so remove them."""
-    for path in ("/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid):
+    for path in ("/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
+                 "/tmp/jit-%d.dump.inline" % pid):
         try:
             os.unlink(path)
         except OSError:

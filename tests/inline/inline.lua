@@ -1,0 +1,120 @@
+-- Workloads for inlined trace frames (tests/inline/test_inline.py), JIT on.
+-- usage: luajit inline.lua FFILIB CMODDIR [SECONDS]
+-- Prints one line per phase; the first ("costs") is the ground truth: the
+-- time per call of f1, f2 and f3 measured alone, each in its own loop.
+local ffi = require("ffi")
+ffi.cdef[[double ffilib_spin(long n);]]
+local lib = ffi.load(assert(arg[1], "usage: inline.lua FFILIB CMODDIR [SECONDS]"))
+package.cpath = assert(arg[2]) .. "/?.so;" .. package.cpath
+local cmod = require("cmod")
+local SECONDS = tonumber(arg[3]) or 1.5
+local clock = os.clock
+
+-- Chains of dependent multiply-adds: 6, 12 and 24 of them. Each call needs
+-- the previous call's result, so the costs add up (no overlap).
+local function f1(y)
+  y = y * 0.99991 + 1; y = y * 0.99991 + 1; y = y * 0.99991 + 1
+  y = y * 0.99991 + 1; y = y * 0.99991 + 1; y = y * 0.99991 + 1
+  return y
+end
+
+local function f2(y)
+  y = y * 0.99992 + 1; y = y * 0.99992 + 1; y = y * 0.99992 + 1
+  y = y * 0.99992 + 1; y = y * 0.99992 + 1; y = y * 0.99992 + 1
+  y = y * 0.99992 + 1; y = y * 0.99992 + 1; y = y * 0.99992 + 1
+  y = y * 0.99992 + 1; y = y * 0.99992 + 1; y = y * 0.99992 + 1
+  return y
+end
+
+local function f3(y)
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  y = y * 0.99993 + 1; y = y * 0.99993 + 1; y = y * 0.99993 + 1
+  return y
+end
+
+-- Two levels: g2 inlines g1, which does the work.
+local function g1(y)
+  y = y * 0.99994 + 1; y = y * 0.99994 + 1; y = y * 0.99994 + 1
+  y = y * 0.99994 + 1; y = y * 0.99994 + 1; y = y * 0.99994 + 1
+  y = y * 0.99994 + 1; y = y * 0.99994 + 1; y = y * 0.99994 + 1
+  return y
+end
+local function g2(y) return g1(y * 0.5) * 2 end
+
+-- A C function (frame pointers) called through the FFI from inlined code.
+local function fc(y) return lib.ffilib_spin(2000) + y * 0.5 end
+
+-- Side trace: h1 runs on a side exit of the loop's trace.
+local function h1(y) return f2(y) * 0.5 end
+
+-- Not inlined: its own loop is its own trace.
+local function big(y)
+  for _ = 1, 200 do y = y * 0.99995 + 1 end
+  return y
+end
+
+-- Stitched: a Lua/C API function ends the trace; s1 runs in the next one.
+local function s1(y) return f3(y) end
+
+-- Phases: each loop is its own function (its own root trace).
+local function only1(n) local y = 1 for _ = 1, n do y = f1(y) end return y end
+local function only2(n) local y = 1 for _ = 1, n do y = f2(y) end return y end
+local function only3(n) local y = 1 for _ = 1, n do y = f3(y) end return y end
+local function none(n) local y = 1 for _ = 1, n do y = y + 1 end return y end
+
+local function mix(n) local y = 1 for _ = 1, n do y = f3(f2(f1(y))) end return y end
+local function twolevel(n) local y = 1 for _ = 1, n do y = g2(y) end return y end
+local function ffiloop(n) local y = 1 for _ = 1, n do y = fc(y) end return y end
+local function sideloop(n)
+  local y = 1
+  for i = 1, n do if i % 4 == 0 then y = h1(y) else y = f1(y) end end
+  return y
+end
+local function callloop(n) local y = 1 for _ = 1, n do y = big(y) end return y end
+local function stitchloop(n)
+  local y = 1
+  for _ = 1, n do y = s1(y) + cmod.spin(10) * 0 end
+  return y
+end
+
+-- Seconds per iteration of F over N iterations (the best of three).
+local function timed(f, n)
+  local best = math.huge
+  for _ = 1, 3 do
+    local t0 = clock()
+    f(n)
+    local t = clock() - t0
+    if t < best then best = t end
+  end
+  return best / n
+end
+
+local function run(name, f, n)
+  local t_end, calls = clock() + SECONDS, 0
+  while clock() < t_end do f(n); calls = calls + 1 end
+  print(("%s %d"):format(name, calls))
+  io.stdout:flush()
+end
+
+-- run's own loop stays interpreted: a trace of it would inline each phase's
+-- call and link into the phase's loop trace, and frames a trace creates
+-- before linking into another are not in the chain (README).
+jit.off(run)
+
+local N = 200000
+local t0 = timed(none, N)
+local c1, c2, c3 = timed(only1, N) - t0, timed(only2, N) - t0, timed(only3, N) - t0
+print(("costs f1=%.4g f2=%.4g f3=%.4g"):format(c1, c2, c3))
+io.stdout:flush()
+run("mix", mix, N)
+run("twolevel", twolevel, N)
+run("ffiloop", ffiloop, 2000)
+run("sideloop", sideloop, N)
+run("callloop", callloop, 2000)
+run("stitchloop", stitchloop, 20000)

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Inlined trace frames (vm_patch 0005, emitter/inline.c, lj_merge), JIT on.
+
+usage: test_inline.py CASE
+  shares    `ljperf record` of tests/inline/inline.lua under real perf. The
+            program measures the cost of f1, f2 and f3 alone (its ground
+            truth), then runs them inlined into one trace: each one's share
+            of the samples in that trace must be within 5 points of its
+            measured share. Also: a two-level inline (g2 > g1), a C function
+            called through the FFI from inlined code (under that function),
+            a side trace's inlined functions, a stitched trace, a function
+            with its own loop trace (its own frame, not merged), lines of
+            inlined frames (--lines) and perf's own srcline of trace code
+            (the jitdump DEBUG_INFO gives the innermost line).
+  format    jit-PID.dump.inline as the VM wrote it for inline.lua: every
+            trace it describes is a trace load of the jitdump (same index,
+            address, size), ranges inside the code, every frame's PC inside a
+            prototype load; and the reader on damaged copies (truncated last
+            line, short record, bad header) keeps the whole records before.
+  identity  the positions only observe: for each bench/progs program, the
+            machine code of every trace (-jdump=m) is byte-identical with
+            tracking on and off (LUAJIT_PERF=1 with LUAJIT_PERF_INLINE unset
+            vs 0). Runs are made repeatable with ASLR off and a fixed PRNG
+            seed (detseed.so preloaded), which the test checks first.
+"""
+
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(HERE, "..", "ljperf"))
+import ljperf_testlib as t  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import run  # noqa: E402  (bench/run.py: program sizes)
+
+TOLERANCE = 5.0     # percentage points
+MIN_MIX = 300       # samples in the mixed trace
+FREQ = 999
+PERIOD = 10 ** 9 // FREQ   # cpu-clock weight of one sample (ns)
+
+
+def stacks(d):
+    """[(frames, weight)] of DIR/profile.folded."""
+    return [(s.split(";"), n) for s, n in t.folded(d).items()]
+
+
+def fname(frame):
+    """Function name of a folded frame ("f1@/path:15:17_[j]" -> "f1")."""
+    return frame.split("@", 1)[0]
+
+
+def under(st, phase):
+    """Stacks with a frame of PHASE, cut to the frames above its last one."""
+    out = []
+    for fr, n in st:
+        idx = [i for i, f in enumerate(fr) if fname(f) == phase]
+        if idx:
+            out.append((fr[idx[-1]:], n))
+    return out
+
+
+def share(part, whole, what):
+    t.check(whole > 0, "%s: samples found" % what)
+    return 100.0 * part / whole
+
+
+def check_mix(st, costs):
+    mix = under(st, "mix")
+    count = collections.Counter()
+    for fr, n in mix:
+        inner = [fname(f) for f in fr[1:] if fname(f) in ("f1", "f2", "f3")]
+        if inner:
+            count[inner[-1]] += n
+    total = sum(count.values())
+    per = sum(n for _, n in mix)
+    nsamples = total // PERIOD
+    print("mix: %d weight in f1..f3 of %d in the trace (~%d samples)" % (total, per, nsamples))
+    t.check(nsamples >= MIN_MIX, "mix: at least %d samples in f1..f3 (%d)" % (MIN_MIX, nsamples))
+    t.check(total >= 0.9 * per, "mix: >= 90%% of the trace's samples are in an inlined "
+            "function (%.1f%%)" % share(total, per, "mix"))
+    csum = sum(costs.values())
+    print("%-4s %9s %9s" % ("fn", "measured", "profiled"))
+    for f in ("f1", "f2", "f3"):
+        want = 100.0 * costs[f] / csum
+        got = share(count[f], total, "mix")
+        print("%-4s %8.1f%% %8.1f%%" % (f, want, got))
+        t.check(abs(got - want) <= TOLERANCE, "mix: %s's share %.1f%% within %.0f points of "
+                "its measured cost %.1f%%" % (f, got, TOLERANCE, want))
+
+
+def fraction(st, phase, pred, what, need):
+    rows = under(st, phase)
+    tot = sum(n for _, n in rows)
+    ok = sum(n for fr, n in rows if pred(fr))
+    p = share(ok, tot, phase)
+    print("%s: %.1f%% %s" % (phase, p, what))
+    t.check(p >= need, "%s: %s in >= %d%% of its samples (%.1f%%)" % (phase, what, need, p))
+
+
+def names(fr):
+    return [fname(f) for f in fr]
+
+
+def jit(f):
+    return f.endswith("_[j]")
+
+
+def case_shares(s):
+    lib = t.built("tests", "fpchain", "libffilib.so")
+    cmod = os.path.dirname(t.built("tests", "fpchain", "cmod.so"))
+    out = s.path("out")
+    r = s.ljperf(["record", "-o", out, "-F", str(FREQ), "--", t.built("bin", "luajit"),
+                  os.path.join(HERE, "inline.lua"), lib, cmod, "1.5"])
+    t.check(r.returncode == 0, "ljperf record succeeds: " + t.last_line(r.stderr))
+    m = re.search(r"costs f1=(\S+) f2=(\S+) f3=(\S+)", r.stdout)
+    t.check(m is not None, "the program printed its measured costs")
+    costs = {"f1": float(m.group(1)), "f2": float(m.group(2)), "f3": float(m.group(3))}
+    t.check(glob.glob(os.path.join(out, "jit-*.dump.inline")), "the VM wrote jit-PID.dump.inline")
+    st = stacks(out)
+    check_mix(st, costs)
+    # g2 inlines g1, which does the work: both frames, in call order.
+    fraction(st, "twolevel", lambda fr: names(fr)[1:3] == ["g2", "g1"] and
+             jit(fr[1]) and jit(fr[2]), "twolevel > g2 > g1 (trace frames)", 80)
+    # The FFI call from fc: the C function under fc, fc under the loop.
+    fraction(st, "ffiloop", lambda fr: names(fr)[1:3] == ["fc", "ffilib_spin"],
+             "ffilib_spin under fc", 80)
+    # The side trace runs h1 (and f2 inside it).
+    fraction(st, "sideloop", lambda fr: names(fr)[1:3] == ["h1", "f2"], "h1 > f2", 10)
+    # big has its own loop trace: its own frame, under the loop's.
+    fraction(st, "callloop", lambda fr: names(fr)[1:2] == ["big"], "big's own frame", 80)
+    # A stitched trace (after cmod.spin) inlines s1's tail call to f3.
+    fraction(st, "stitchloop", lambda fr: "f3" in names(fr)[1:], "f3 in the stitched trace", 20)
+    # --lines: inlined frames carry lines of their own function.
+    r = s.ljperf(["report", out, "--lines"])
+    t.check(r.returncode == 0, "ljperf report --lines succeeds")
+    body = {"f3": range(29, 38), "g1": range(42, 47)}
+    seen = collections.Counter()
+    for fr, n in stacks(out):
+        for f in fr:
+            mm = re.match(r"(f3|g1)@.*:(\d+)_\[j\]$", f)
+            if mm:
+                ln = int(mm.group(2))
+                seen[(mm.group(1), ln in body[mm.group(1)])] += n
+    for f in ("f3", "g1"):
+        good, bad = seen[(f, True)], seen[(f, False)]
+        t.check(good > 0 and good >= 0.95 * (good + bad),
+                "--lines: %s's frames carry lines of its body (%d in, %d out)" % (f, good, bad))
+    # perf's own view of trace code: srcline is the inlined function's line.
+    data = os.path.join(out, "perf.jit.data")
+    rp = subprocess.run(["perf", "--buildid-dir", os.path.join(out, ".debug"), "report",
+                         "-i", data, "--stdio", "--sort", "srcline", "-g", "none",
+                         "--percent-limit", "1"], capture_output=True, text=True)
+    t.check(rp.returncode == 0, "perf report --sort srcline runs: " + rp.stderr[-200:])
+    lines = {int(x) for x in re.findall(r"inline\.lua:(\d+)", rp.stdout)}
+    t.check(lines & set(body["f3"]), "perf report's srclines include f3's body (%s)"
+            % sorted(lines))
+
+
+def case_format(s):
+    sys.path.insert(0, os.path.join(ROOT, "perf-script"))
+    import jitdump
+    import jitinline
+    lib = t.built("tests", "fpchain", "libffilib.so")
+    cmod = os.path.dirname(t.built("tests", "fpchain", "cmod.so"))
+    r = subprocess.run([t.built("bin", "luajit"), os.path.join(HERE, "inline.lua"), lib, cmod,
+                        "0.2"], env=s.env({"LUAJIT_PERF": "jitdump", "LUAJIT_PERF_DIR": s.dir}),
+                       capture_output=True, text=True, timeout=120)
+    t.check(r.returncode == 0, "inline.lua runs: " + r.stderr[-200:])
+    dumps = glob.glob(os.path.join(s.dir, "jit-*.dump"))
+    t.check(len(dumps) == 1, "one jitdump")
+    s.pids.add(int(os.path.basename(dumps[0])[4:-5]))
+    loads = [x for x in jitdump.read(dumps[0]) if isinstance(x, jitdump.CodeLoad)]
+    by_index = {x.code_index: x for x in loads}
+    protos = [x for x in loads if not x.name.startswith(("TRACE_", "lj_vm_"))]
+    traces = list(jitinline.read(dumps[0] + ".inline"))
+    ntrace = sum(1 for x in loads if x.name.startswith("TRACE_"))
+    print("%d trace loads, %d with inline ranges" % (ntrace, len(traces)))
+    t.check(len(traces) == ntrace and ntrace >= 8, "every trace has inline ranges")
+    for tr in traces:
+        ld = by_index.get(tr.index)
+        t.check(ld is not None and ld.name.startswith("TRACE_") and ld.code_addr == tr.addr
+                and ld.code_size == tr.size, "trace %d matches its load" % tr.index)
+        t.check(tr.ranges and tr.ranges[0][0] == 0, "trace %d: ranges start at 0" % tr.index)
+        for pc, _ in tr.nodes:
+            t.check(any(p.code_addr < pc <= p.code_addr + p.code_size for p in protos),
+                    "trace %d: frame PC %#x inside a prototype" % (tr.index, pc))
+    text = open(dumps[0] + ".inline").read()
+    cut = text.rindex("\nT ")                       # the last record's T line
+    cases = {
+        "truncated line": (text[:-3], len(traces) - 1),
+        "short record": (text[:text.rindex("\nR ") + 1], len(traces) - 1),
+        "cut before a record": (text[:cut + 1], len(traces) - 1),
+    }
+    for what, (body, want) in cases.items():
+        p = s.path("damaged.inline")
+        with open(p, "w") as f:
+            f.write(body)
+        got = len(list(jitinline.read(p)))
+        t.check(got == want, "%s: %d whole records read (%d)" % (what, want, got))
+    with open(s.path("bad.inline"), "w") as f:
+        f.write("not-inline 1\n")
+    try:
+        list(jitinline.read(s.path("bad.inline")))
+        t.fail("a bad header raises")
+    except ValueError:
+        pass
+
+
+DETSEED = "detseed.so"
+
+
+def jdump(s, prog, env):
+    size = str(run.SIZES[os.path.basename(prog)[:-4]][2])      # bench/run.py --quick
+    r = subprocess.run(["setarch", "-R", t.built("bin", "luajit"), "-jdump=m", prog, size],
+                       env=env, capture_output=True, text=True, timeout=120)
+    t.check(r.returncode == 0, "%s runs: %s" % (prog, r.stderr[-200:]))
+    return r.stdout
+
+
+def case_identity(s):
+    pre = t.built("tests", "inline", DETSEED)
+    base = s.env({"LUAJIT_PERF": "1", "LUAJIT_PERF_DIR": s.dir, "LD_PRELOAD": pre})
+    progs = sorted(glob.glob(os.path.join(ROOT, "bench", "progs", "*.lua")))
+    t.check(progs, "bench/progs has programs")
+    total = 0
+    for p in progs:
+        off1 = jdump(s, p, dict(base, LUAJIT_PERF_INLINE="0"))
+        off2 = jdump(s, p, dict(base, LUAJIT_PERF_INLINE="0"))
+        t.check(off1 == off2, "%s: two runs give the same dump (fixed seed works)" % p)
+        on = jdump(s, p, base)
+        n = len(re.findall(r"^---- TRACE \d+ mcode", on, re.M))
+        same = on == off1
+        print("%-18s %3d traces  %s" % (os.path.basename(p), n, "identical" if same else "DIFFER"))
+        t.check(same, "%s: machine code identical with positions tracked and not" % p)
+        total += n
+    t.check(total >= 20, "the programs made traces (%d)" % total)
+    inl = glob.glob(os.path.join(s.dir, "jit-*.dump.inline"))
+    t.check(any(os.path.getsize(f) > 100 for f in inl), "tracking was on: inline stacks written")
+
+
+if __name__ == "__main__":
+    case = sys.argv[1] if len(sys.argv) > 1 else ""
+    fn = {"shares": case_shares, "format": case_format,
+          "identity": case_identity}.get(case)
+    if fn is None:
+        sys.exit(__doc__)
+    t.need_perf()
+
+    def body():
+        with t.Session() as s:
+            fn(s)
+    t.main(body)

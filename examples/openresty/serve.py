@@ -30,6 +30,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
+from ljperf import children_of  # noqa: E402,F401  (serve.children_of for the tests)
 STOCK_NGINX = "/usr/sbin/nginx"
 STOCK_MODULES = ("/usr/lib/nginx/modules/ndk_http_module.so",
                  "/usr/lib/nginx/modules/ngx_http_lua_module.so")
@@ -47,21 +49,6 @@ def key_for(n):
     for i in range(1, 65):
         h = (h * 31 + n * i + 7) % 4294967296
     return "key-%03d-%08x" % (n, h)
-
-
-def children_of(ppid):
-    kids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            fields = st[st.rfind(")") + 2:].split()
-            if len(fields) > 1 and fields[1] == str(ppid):
-                kids.append(int(d))
-    return sorted(kids)
 
 
 class Nginx:

@@ -55,7 +55,7 @@ class Nginx:
     """One nginx serving the example from a temporary prefix."""
 
     def __init__(self, binary=None, workers=2, port=None, stock=False, env=None,
-                 user=None, daemon=False):
+                 user=None, daemon=False, perf_env=True):
         self.binary = binary or (STOCK_NGINX if stock else
                                  os.path.join(ROOT, "build", "bin", "nginx"))
         self.workers = workers
@@ -72,6 +72,8 @@ class Nginx:
         # daemon: nginx forks into the background (a binary upgrade needs
         # that: a master whose parent is still there ignores SIGUSR2)
         self.daemon = daemon
+        # perf_env: the `env LUAJIT_PERF; env LUAJIT_PERF_DIR;` directives
+        self.perf_env = perf_env
         self._master = None
 
     @property
@@ -94,6 +96,8 @@ class Nginx:
                      ("USER", "user %s;" % self.user if self.user else ""),
                      ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
                      ("DAEMON", "on" if self.daemon else "off"),
+                     ("PERF_ENV", "env LUAJIT_PERF;\nenv LUAJIT_PERF_DIR;"
+                      if self.perf_env else ""),
                      ("APPDIR", HERE), ("PORT", str(self.port)),
                      ("BACKEND_PORT", str(self.backend_port))):
             conf = conf.replace("@%s@" % k, v)

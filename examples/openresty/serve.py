@@ -30,6 +30,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
+from ljperf import children_of  # noqa: E402,F401  (serve.children_of for the tests)
 STOCK_NGINX = "/usr/sbin/nginx"
 STOCK_MODULES = ("/usr/lib/nginx/modules/ndk_http_module.so",
                  "/usr/lib/nginx/modules/ngx_http_lua_module.so")
@@ -49,26 +51,11 @@ def key_for(n):
     return "key-%03d-%08x" % (n, h)
 
 
-def children_of(ppid):
-    kids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            fields = st[st.rfind(")") + 2:].split()
-            if len(fields) > 1 and fields[1] == str(ppid):
-                kids.append(int(d))
-    return sorted(kids)
-
-
 class Nginx:
     """One nginx serving the example from a temporary prefix."""
 
     def __init__(self, binary=None, workers=2, port=None, stock=False, env=None,
-                 user=None, daemon=False):
+                 user=None, daemon=False, perf_env=True):
         self.binary = binary or (STOCK_NGINX if stock else
                                  os.path.join(ROOT, "build", "bin", "nginx"))
         self.workers = workers
@@ -85,6 +72,8 @@ class Nginx:
         # daemon: nginx forks into the background (a binary upgrade needs
         # that: a master whose parent is still there ignores SIGUSR2)
         self.daemon = daemon
+        # perf_env: the `env LUAJIT_PERF; env LUAJIT_PERF_DIR;` directives
+        self.perf_env = perf_env
         self._master = None
 
     @property
@@ -107,6 +96,8 @@ class Nginx:
                      ("USER", "user %s;" % self.user if self.user else ""),
                      ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
                      ("DAEMON", "on" if self.daemon else "off"),
+                     ("PERF_ENV", "env LUAJIT_PERF;\nenv LUAJIT_PERF_DIR;"
+                      if self.perf_env else ""),
                      ("APPDIR", HERE), ("PORT", str(self.port)),
                      ("BACKEND_PORT", str(self.backend_port))):
             conf = conf.replace("@%s@" % k, v)

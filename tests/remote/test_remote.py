@@ -31,6 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "ljperf"))
 import ljperf_testlib as t  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "ljperf"))
+from ljperf import children_of  # noqa: E402
 
 LEASE_BOUND = 5.0   # lease (3 s) + renewal period (1 s) + a poll, rounded up
 
@@ -275,7 +277,7 @@ def case_kill():
         t.check(rd.wait(lua_remote_on, since=t0, timeout=20) is not None,
                 "ljperf switched recording on")
         time.sleep(1.5)
-        kids = [k for k in t_children(lj.pid)]
+        kids = children_of(lj.pid)
         lj.kill()
         tk = time.monotonic()
         for k in kids:      # its perf record would go on sampling
@@ -296,20 +298,6 @@ def case_kill():
         r = record(s, [p.pid], s.path("out2"), ["--duration", "1"])
         t.check(recorded(r), "a new ljperf record -p works after the lapsed lease")
         s.stop(p)
-
-
-def t_children(ppid):
-    kids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            if st[st.rfind(")") + 2:].split()[1] == str(ppid):
-                kids.append(int(d))
-    return kids
 
 
 def case_exit():

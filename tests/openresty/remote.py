@@ -28,7 +28,7 @@ again.
 After: the same workers (none died or was replaced) answer REQUESTS
 exactly as before; wrk runs --before seconds again (requests/s after); of
 the files in /tmp named after nginx's pids only the workers'
-perf-W.map and jit-W.dump are left (docs/remote.md, Files: while the
+perf-W.map, jit-W.dump and jit-W.dump.inline are left (docs/remote.md, Files: while the
 process runs). nginx is stopped and those files removed at the end.
 
 perf or wrk missing is a failure. Prints requests/s before, during, after.
@@ -240,7 +240,8 @@ def run(opts):
                             % len(ref)) and ok
         after = wrk_result(wrk(ngx.url, opts.before), opts.before + 60)
         left = pid_files(pids)
-        allowed = {n % w for w in workers for n in ("perf-%d.map", "jit-%d.dump")}
+        allowed = {n % w for w in workers
+                   for n in ("perf-%d.map", "jit-%d.dump", "jit-%d.dump.inline")}
         ok = ljptest.report(set(left) <= allowed,
                             "in /tmp only the running workers' perf map and jitdump: %s"
                             % left) and ok
@@ -250,7 +251,8 @@ def run(opts):
     finally:
         ngx.stop()
         for p in pids:
-            for f in ("/tmp/perf-%d.map" % p, "/tmp/jit-%d.dump" % p):
+            for f in ("/tmp/perf-%d.map" % p, "/tmp/jit-%d.dump" % p,
+                      "/tmp/jit-%d.dump.inline" % p):
                 try:
                     os.unlink(f)
                 except OSError:

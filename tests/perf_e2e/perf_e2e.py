@@ -45,12 +45,16 @@ Tests (ctest perf_e2e.TEST):
   off                 LUAJIT_PERF unset, "" or 0: no file, no mapping, no
                       output; an unknown part (bogus, all, an empty word):
                       one stderr line, no file.
-  trace_protos        progs/protos.lua: a trace whose snapshots lie in 12
-                      chunks' functions (half of them closures specialised
-                      to their prototype), its side traces, traces through
-                      a fast function: every trace's lines are in its own
-                      chunk, the loop trace has the line of each inlined
-                      call, nothing reported dropped on stderr (no perf).
+  trace_protos        progs/protos.lua: a trace that inlines functions of 12
+                      chunks (half of them closures specialised to their
+                      prototype), its side traces, traces through a fast
+                      function. Lines of trace code are the innermost
+                      function's (vm_patch 0005): the loop trace has lines
+                      in each of the 12 chunks (lines 3 and 4 of its
+                      function) and in its own; with LUAJIT_PERF_INLINE=0,
+                      every trace's lines are in its own chunk and the loop
+                      trace has the line of each inlined call. Nothing
+                      reported dropped on stderr (no perf).
   lua_api.interp|jit  jit.perf.status/start/stop, start at run time describes
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
@@ -808,33 +812,58 @@ def test_c_api():
     return True
 
 
+def trace_lines(s, nfuncs, env):
+    """{trace name: {(file, line)}} of protos.lua's traces run with ENV."""
+    r = s.run([LUAJIT, "protos.lua", str(nfuncs)], perf=False, env=env)
+    check(r.stderr == "", "stderr: %r" % r.stderr)
+    pid = s.only_pid()
+    debug, out = {}, {}
+    for rec in jitdump.read(s.dump_path(pid)):
+        if isinstance(rec, jitdump.DebugInfo):
+            debug[rec.code_addr] = rec
+        elif isinstance(rec, jitdump.CodeLoad) and rec.name.startswith("TRACE_"):
+            ents = debug[rec.code_addr].entries if rec.code_addr in debug else []
+            out.setdefault(rec.name, set()).update((e[3], e[1]) for e in ents)
+    return out
+
+
 def test_trace_protos():
     nfuncs = 12
+    chunks = {"protos_%d" % k for k in range(1, nfuncs + 1)}
+    loop_rx = r"TRACE_\d+::protos_main:3::protos_main:0$"
+    calls = set(range(5, 5 + nfuncs))          # call K is on line 4+K
     with Session() as s:
-        r = s.run([LUAJIT, "protos.lua", str(nfuncs)], perf=False,
-                  env={"LUAJIT_PERF": "jitdump"})
-        check(r.stderr == "", "stderr: %r" % r.stderr)
-        pid = s.only_pid()
-        debug, loop, ntraces = {}, [], 0
-        for rec in jitdump.read(s.dump_path(pid)):
-            if isinstance(rec, jitdump.DebugInfo):
-                debug[rec.code_addr] = rec
-            elif isinstance(rec, jitdump.CodeLoad) and rec.name.startswith("TRACE_"):
-                ntraces += 1
-                chunk = rec.name.split("::")[1].rsplit(":", 1)[0]
-                ents = debug[rec.code_addr].entries if rec.code_addr in debug else []
-                files = {e[3] for e in ents}
-                check(files <= {chunk}, "%s: lines in %s, want only its own chunk %s"
-                      % (rec.name, sorted(files), chunk))
-                if re.match(r"TRACE_\d+::protos_main:3::protos_main:0$", rec.name):
-                    loop.append((rec.name, {e[1] for e in ents}))
-        check(loop, "no trace of the loop in protos_main among %d traces" % ntraces)
-        calls = set(range(5, 5 + nfuncs))          # call K is on line 4+K
-        for name, lines in loop:
+        # Positions off: a trace's lines are its own function's.
+        traces = trace_lines(s, nfuncs, {"LUAJIT_PERF": "jitdump", "LUAJIT_PERF_INLINE": "0"})
+        loop = [n for n in traces if re.match(loop_rx, n)]
+        check(loop, "no trace of the loop in protos_main among %d traces" % len(traces))
+        for name, ents in traces.items():
+            chunk = name.split("::")[1].rsplit(":", 1)[0]
+            files = {f for f, _ in ents}
+            check(files <= {chunk}, "%s: lines in %s, want only its own chunk %s"
+                  % (name, sorted(files), chunk))
+        for name in loop:
+            lines = {ln for _, ln in traces[name]}
             check(calls <= lines, "%s: lines %s lack the calls %s"
                   % (name, sorted(lines), sorted(calls - lines)))
-        info("trace_protos: %s has the line of each of the %d inlined calls; %d traces, "
-             "each with lines of its own chunk only, nothing dropped" % (loop[0][0], nfuncs, ntraces))
+        s.finish()
+    with Session() as s:
+        # Positions on (the default): the innermost function's lines.
+        traces = trace_lines(s, nfuncs, {"LUAJIT_PERF": "jitdump"})
+        loop = [n for n in traces if re.match(loop_rx, n)]
+        check(loop, "no trace of the loop in protos_main (positions on)")
+        for name, ents in traces.items():
+            files = {f for f, _ in ents}
+            own = name.split("::")[1].rsplit(":", 1)[0]
+            check(files and files <= chunks | {"protos_main", own},
+                  "%s: lines in %s, want the program's chunks" % (name, sorted(files)))
+        for name in loop:
+            got = {f for f, ln in traces[name] if f in chunks and ln in (3, 4)}
+            check(got == chunks, "%s: innermost lines in %s, want every inlined chunk"
+                  % (name, sorted(got)))
+        info("trace_protos: without positions %s has the line of each of the %d inlined "
+             "calls; with them, lines inside each of the %d chunks; %d traces, nothing "
+             "dropped" % (loop[0], nfuncs, nfuncs, len(traces)))
         s.finish()
     return True
 

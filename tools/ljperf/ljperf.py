@@ -868,13 +868,17 @@ def cmd_record(opts):
     ask = [p for p in pids if p != opts.nginx]
     remote, noswitch = remote_on(ask, had_dump) if ask else (None, [])
     try:
-        return record_with(opts, cmd, perf, event, pids, had_dump, noswitch)
+        return record_with(opts, cmd, perf, event, pids, had_dump, noswitch,
+                           remote.stop if remote is not None else None)
     finally:
         if remote is not None:
             remote.stop()       # recording off again (also on errors, Ctrl-C)
 
 
-def record_with(opts, cmd, perf, event, pids, had_dump, noswitch):
+def record_with(opts, cmd, perf, event, pids, had_dump, noswitch, release=None):
+    """RELEASE (the remote switch's stop) is called once the attached
+    processes' files are copied: they need not record while perf inject and
+    lj_merge run."""
     try:
         targets = attach_targets(pids) if pids else []
     except Fail as e:
@@ -934,6 +938,8 @@ def record_with(opts, cmd, perf, event, pids, had_dump, noswitch):
         if pid is not None:
             # Snapshot the processes' jitdumps (they keep growing) and perf maps.
             attached = collect_attached(perf, outdir, data, targets)
+            if release is not None:
+                release()           # recording off now, not after the rendering
             for p, dump in attached.items():
                 if p in pids and p not in had_dump and not proc_alive(p):
                     remove_left(p, dump)    # it exited: its files are ours to clean

@@ -156,7 +156,7 @@ def test():
     with T.PerfSession() as sess:
         data, out = sess.record([demo, seconds], env={"LUAJIT_PERF": "1"},
                                 freq=999, regs="r13")
-        dumps = [n for n in os.listdir(sess.dir) if n.startswith("jit-")]
+        dumps = [n for n in os.listdir(sess.dir) if n.startswith("jit-") and n.endswith(".dump")]
         for n in dumps:
             sess.pids.add(int(n[4:-5]))        # their /tmp/perf-PID.map goes too
         print(out.strip())

@@ -480,6 +480,7 @@ typedef struct PerfInl {
   LJPInlRange *range; size_t nrange;
   uint32_t *map;		/* Position node -> node + 1 written, or 0. */
   char **files; GCproto **fpt; size_t nfile;
+  uint32_t traceno, link, linknode;	/* See LJPInline. */
 } PerfInl;
 
 static void perf_inl_free(PerfInl *pi)
@@ -518,7 +519,7 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
 {
   MCode *mc = T->mcode, *end = T->mcode + T->szmcode;
   uint32_t i, k;
-  int32_t head;
+  int32_t head, tail;
   if (!tp || !tp->valid || !tp->nnode ||  /* Not this trace's? */
       (tp->ncode && (tp->code[tp->ncode-1].mcp < mc || tp->code[0].mcp >= end)))
     return 0;
@@ -527,8 +528,10 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   pi->node = (LJPInlNode *)malloc(tp->nnode * sizeof(LJPInlNode));
   if (!pi->map || !pi->range || !pi->node) return 0;
   head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
-  for (i = tp->ncode + 1; i-- > 0; ) {  /* Used nodes and their callers. */
-    int32_t n = i < tp->ncode ? lj_tracepos_node(tp, tp->code[i].ref) : head;
+  tail = lj_tracepos_node(tp, ~(IRRef)0);  /* The last: where it links. */
+  for (i = tp->ncode + 2; i-- > 0; ) {  /* Used nodes and their callers. */
+    int32_t n = i < tp->ncode ? lj_tracepos_node(tp, tp->code[i].ref) :
+		i == tp->ncode ? head : tail;
     for (; n >= 0 && !pi->map[n]; n = (int32_t)tp->node[n].parent - 1)
       pi->map[n] = 1;
   }
@@ -560,6 +563,11 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
 			       rootfile)) {
       return 0;
     }
+  }
+  pi->traceno = T->traceno;
+  if (T->linktype == LJ_TRLINK_ROOT && T->link && tail >= 0) {
+    pi->link = T->link;
+    pi->linknode = pi->map[tail];
   }
   return 1;
 }
@@ -607,6 +615,7 @@ static void perf_trace(GCtrace *T, TracePos *tp)
   if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   inl.node = pi.node; inl.nnode = pi.nnode;
   inl.range = pi.range; inl.nrange = pi.nrange;
+  inl.traceno = pi.traceno; inl.link = pi.link; inl.linknode = pi.linknode;
   ljp_emit_trace(mc, T->szmcode, nbuf, pl.v, pl.n, hasinl ? &inl : NULL);
   perf_inl_free(&pi);
   free(pl.v);

@@ -13,12 +13,12 @@ from bisect import bisect_right
 
 import jitdump
 import jitinline
-from ljframes import K_C, clean_name, name_frame
+from ljframes import K_C, clean_name, name_frame, parse_trace_name
 
 class Load:
     """One CODE_LOAD (plus the DEBUG_INFO written before it)."""
     __slots__ = ("ts", "seq", "addr", "size", "end", "index", "name",
-                 "tid", "laddrs", "llines", "recs", "inl")
+                 "tid", "laddrs", "llines", "recs", "inl", "traceno", "dump")
 
     def __init__(self, ts, seq, addr, size, index, name, tid):
         self.ts = ts
@@ -33,6 +33,8 @@ class Load:
         self.llines = None     # their lines
         self.recs = None       # lj_merge's interned frames per address
         self.inl = None        # a trace's inline ranges: (offsets, frames)
+        self.traceno = None    # a trace's number (with inline ranges)
+        self.dump = None       # the Dump holding it (with inline ranges)
 
     def line_at(self, addr):
         """Line of ADDR: the DEBUG_INFO entry with the greatest addr <= ADDR
@@ -97,6 +99,7 @@ class Dump:
         self.tids = set(ld.tid for ld in loads)
         self._r = _Ranges(loads)
         self.warnings = warnings
+        self.preds = {}            # see add_inline
 
     def candidates(self, addr):
         """Loads covering ADDR, oldest first (timestamp, then file order)."""
@@ -107,7 +110,9 @@ class Dump:
     def add_inline(self, traces):
         """Attaches jitinline Traces to their trace loads: LOAD.inl =
         (range offsets, per range the Lua frames innermost first, the
-        trace's root frame last; None: the root frame only)."""
+        trace's root frame last; None: the root frame only), and notes
+        which traces jump into which (link_path)."""
+        self.preds = {}        # traceno -> [(load jumping into it, its frames then)]
         for t in traces:
             ld = self.by_index.get(t.index)
             if ld is None or ld.addr != t.addr or ld.size != t.size:
@@ -115,6 +120,32 @@ class Dump:
             frames = [self._lua_frames(st, ld.ts) for st in jitinline.stacks(t)]
             ld.inl = ([off for off, _ in t.ranges],
                       [frames[n - 1] if n else None for _, n in t.ranges])
+            ld.traceno, ld.dump = t.traceno, self
+            if t.link and t.linknode and frames[t.linknode - 1]:
+                self.preds.setdefault(t.link, []).append((ld, frames[t.linknode - 1]))
+
+    def link_path(self, ld, below, depth=3):
+        """Lua frames (innermost first) that traces created between a frame
+        of function BELOW (a label) and trace load LD's root frame, found
+        through the traces that jump into LD at their end (up to DEPTH in
+        a row): () when LD's root is called by BELOW directly, None when
+        unknown or when the ways in disagree."""
+        root = parse_trace_name(ld.name)
+        if root is None or ld.traceno is None or depth <= 0:
+            return None
+        paths = {}                         # labels -> frames
+        for pred, chain in self.preds.get(ld.traceno, ()):
+            if chain[0].label != root[0] or len(chain) < 2:
+                continue                   # not into LD's root frame
+            if chain[-1].label == below:
+                path = chain[1:-1]
+            else:
+                more = self.link_path(pred, below, depth - 1)
+                if more is None:
+                    continue
+                path = chain[1:] + more
+            paths[tuple(f.label for f in path)] = path
+        return next(iter(paths.values())) if len(paths) == 1 else None
 
     def _lua_frames(self, pcs, ts):
         """Frames of the bytecode addresses PCS as of time TS (the newest

@@ -92,20 +92,39 @@ class Folder:
             label += "_[j]"
         return (label, "trace", ln, None)
 
-    def _trace(self, fr, leaf):
+    def _trace(self, fr, leaf, below):
         """Printed frames of trace frame FR, leaf first: the Lua functions
         the trace inlined at its address (jit-PID.dump.inline), then the
         function the trace started in, with the line it is at (without
-        inline information: the line the jitdump gives)."""
+        inline information: the line the jitdump gives), then the frames
+        other traces created between it and BELOW (the Lua frame under it
+        in the chain) before they jumped into it (Dump.link_path)."""
         ld = fr.load or self.res.load_of(fr)
         chain = None
         if ld is not None and fr.off is not None:
             chain = ld.inline_at(fr.off if leaf or fr.off == 0 else fr.off - 1)
         if not chain:
-            return [self._jitted(fr.label, fr)]
-        out = [self._jitted(f.label, f) for f in chain[:-1]]
-        out.append(self._jitted(fr.label, chain[-1]))
+            out = [self._jitted(fr.label, fr)]
+        else:
+            out = [self._jitted(f.label, f) for f in chain[:-1]]
+            out.append(self._jitted(fr.label, chain[-1]))
+        if below is not None and below.label != fr.label and ld is not None \
+                and ld.dump is not None:
+            path = ld.dump.link_path(ld, below.label)
+            if path:
+                out.extend(self._jitted(f.label, f) for f in path)
         return out
+
+    def _below(self, frames, i):
+        """The Lua frame right under frames[I] (VM plumbing skipped), named,
+        or None."""
+        for fr in frames[i + 1:]:
+            if fr.kind == K_VM:
+                continue
+            if fr.kind == K_LUA and fr.label is None:
+                self._fill_name(fr)
+            return fr if fr.kind == K_LUA and fr.label is not None else None
+        return None
 
     def fold(self, frames, leafline):
         """Printed frames of FRAMES (leaf first), root first. Rules (see
@@ -143,7 +162,7 @@ class Folder:
                     prev_owner = prev_builtin = None
                 first_lua = False
             elif k == K_TRACE:
-                out.extend(self._trace(fr, i == 0))
+                out.extend(self._trace(fr, i == 0, self._below(frames, i)))
                 prev_owner = fr.label
                 prev_builtin = None
                 first_lua = False

@@ -59,6 +59,14 @@ local function big(y)
   return y
 end
 
+-- Linked: linkloop's trace inlines mid, then jumps into inner's own loop
+-- trace; mid's frame is made by the first trace (no record in the chain).
+local function inner(y)
+  for _ = 1, 200 do y = y * 0.99996 + 1 end
+  return y
+end
+local function mid(y) return inner(y) * 0.5 end
+
 -- Stitched: a Lua/C API function ends the trace; s1 runs in the next one.
 local function s1(y) return f3(y) end
 
@@ -77,6 +85,7 @@ local function sideloop(n)
   return y
 end
 local function callloop(n) local y = 1 for _ = 1, n do y = big(y) end return y end
+local function linkloop(n) local y = 1 for _ = 1, n do y = mid(y) end return y end
 local function stitchloop(n)
   local y = 1
   for _ = 1, n do y = s1(y) + cmod.spin(10) * 0 end
@@ -102,9 +111,8 @@ local function run(name, f, n)
   io.stdout:flush()
 end
 
--- run's own loop stays interpreted: a trace of it would inline each phase's
--- call and link into the phase's loop trace, and frames a trace creates
--- before linking into another are not in the chain (README).
+-- run's own loop stays interpreted: each phase's loop trace is entered from
+-- the phase's own frame (linkloop tests the other case).
 jit.off(run)
 
 local N = 200000
@@ -117,4 +125,5 @@ run("twolevel", twolevel, N)
 run("ffiloop", ffiloop, 2000)
 run("sideloop", sideloop, N)
 run("callloop", callloop, 2000)
+run("linkloop", linkloop, 2000)
 run("stitchloop", stitchloop, 20000)

@@ -9,8 +9,9 @@ usage: test_inline.py CASE
             measured share. Also: a two-level inline (g2 > g1), a C function
             called through the FFI from inlined code (under that function),
             a side trace's inlined functions, a stitched trace, a function
-            with its own loop trace (its own frame, not merged), lines of
-            inlined frames (--lines) and perf's own srcline of trace code
+            with its own loop trace (its own frame, not merged), a frame a
+            trace made before jumping into another trace, lines of inlined
+            frames (--lines) and perf's own srcline of trace code
             (the jitdump DEBUG_INFO gives the innermost line).
   format    jit-PID.dump.inline as the VM wrote it for inline.lua: every
             trace it describes is a trace load of the jitdump (same index,
@@ -133,6 +134,10 @@ def case_shares(s):
     fraction(st, "sideloop", lambda fr: names(fr)[1:3] == ["h1", "f2"], "h1 > f2", 10)
     # big has its own loop trace: its own frame, under the loop's.
     fraction(st, "callloop", lambda fr: names(fr)[1:2] == ["big"], "big's own frame", 80)
+    # linkloop's trace inlines mid and jumps into inner's loop trace: mid is
+    # found through that link (Dump.link_path), between the two.
+    fraction(st, "linkloop", lambda fr: names(fr)[1:3] == ["mid", "inner"],
+             "mid (from the link) > inner", 80)
     # A stitched trace (after cmod.spin) inlines s1's tail call to f3.
     fraction(st, "stitchloop", lambda fr: "f3" in names(fr)[1:], "f3 in the stitched trace", 20)
     # --lines: inlined frames carry lines of their own function.

@@ -93,27 +93,30 @@ class Folder:
         return (label, "trace", ln, None)
 
     def _trace(self, fr, leaf, below):
-        """Printed frames of trace frame FR, leaf first: the Lua functions
-        the trace inlined at its address (jit-PID.dump.inline), then the
-        function the trace started in, with the line it is at (without
-        inline information: the line the jitdump gives), then the frames
-        other traces created between it and BELOW (the Lua frame under it
-        in the chain) before they jumped into it (Dump.link_path)."""
+        """(printed frames of trace frame FR leaf first, its root function).
+        Frames: the Lua functions the trace has at its address
+        (jit-PID.dump.inline), innermost first, down to its root frame: the
+        function its root trace started in (for a root trace, the function
+        FR names; a trace that returned below its start frame: the caller
+        it returned to); without inline information FR's function, with the
+        line the jitdump gives. Then the frames other traces made between
+        that root frame and BELOW (the Lua frame under it in the chain)
+        before they jumped into this trace (Dump.link_path)."""
         ld = fr.load or self.res.load_of(fr)
         chain = None
         if ld is not None and fr.off is not None:
             chain = ld.inline_at(fr.off if leaf or fr.off == 0 else fr.off - 1)
         if not chain:
-            out = [self._jitted(fr.label, fr)]
+            out, root = [self._jitted(fr.label, fr)], fr.label
         else:
-            out = [self._jitted(f.label, f) for f in chain[:-1]]
-            out.append(self._jitted(fr.label, chain[-1]))
-        if below is not None and below.label != fr.label and ld is not None \
+            out = [self._jitted(f.label, f) for f in chain]
+            root = chain[-1].label
+        if below is not None and below.label not in (root, fr.label) and ld is not None \
                 and ld.dump is not None:
             path = ld.dump.link_path(ld, below.label)
             if path:
                 out.extend(self._jitted(f.label, f) for f in path)
-        return out
+        return out, root
 
     def _below(self, frames, i):
         """The Lua frame right under frames[I] (VM plumbing skipped), named,
@@ -132,7 +135,8 @@ class Folder:
         dropped; a trace merges with the frame of its own function right
         below it; lj_ff_x + lj_ffh_x is one builtin call."""
         out = []
-        prev_owner = None          # label of the trace frame just emitted
+        prev_owner = None          # root function of the trace just emitted
+        stale = None               # the function that trace started in, if it returned
         prev_builtin = None        # (name, sym) of the builtin just emitted
         first_lua = True
         ccall = False              # the frame just before was lj_ccall_func
@@ -151,19 +155,22 @@ class Folder:
             if k == K_LUA and fr.label is None:
                 if self._fill_name(fr) is None:
                     out.append(("[unknown]", "lua", None, None))
-                    prev_owner = prev_builtin = None
+                    prev_owner = stale = prev_builtin = None
                     continue
                 k = fr.kind
             if k == K_LUA:
                 if prev_owner is not None and prev_owner == fr.label:
-                    prev_owner = None      # where the trace was entered
+                    prev_owner = stale = None  # where the trace was entered
+                elif stale is not None and stale == fr.label:
+                    stale = None           # a frame the trace returned from
                 else:
                     out.append(self._lua(fr, leafline, first_lua))
-                    prev_owner = prev_builtin = None
+                    prev_owner = stale = prev_builtin = None
                 first_lua = False
             elif k == K_TRACE:
-                out.extend(self._trace(fr, i == 0, self._below(frames, i)))
-                prev_owner = fr.label
+                printed, prev_owner = self._trace(fr, i == 0, self._below(frames, i))
+                out.extend(printed)
+                stale = fr.label if fr.label != prev_owner else None
                 prev_builtin = None
                 first_lua = False
             elif k == K_BUILTIN:
@@ -172,10 +179,10 @@ class Folder:
                     continue               # lj_ff_x + lj_ffh_x: one call
                 out.append((fr.name, "builtin", None, _where(fr)))
                 prev_builtin = (fr.name, fr.sym)
-                prev_owner = None
+                prev_owner = stale = None
             else:
                 out.append((fr.name, KIND_NAMES[k], None, _where(fr)))
-                prev_owner = prev_builtin = None
+                prev_owner = stale = prev_builtin = None
         out.reverse()
         return out
 

@@ -54,18 +54,19 @@ weight has the expected shape: a few samples taken at a function's first
 instructions (before it pushes rbp) lose their caller, whatever the VM
 does, so no check asks for 100%.
 
-JIT traces. A trace has no Lua frames of its own: lj_merge shows it as one
-frame named after the function it was recorded from (tagged _[j] here
-with --jit-tag), and the functions it inlined or returned into do not
-appear. So in every check below a chain of Lua frames matches its expected
-chain when it IS the expected chain (all interpreted), or when its
-interpreted frames are the start of the expected chain and it ends with ONE
-trace frame that is either a function of the rest of the expected chain or
-a function that is not app.lua's (a Tarantool library function, e.g.
-msgpackffi's encode_int recorded into a trace that returned into
-select_ffi): the trace stands for the frames it hides. Another app.lua
-function, an interpreted frame out of place, or a frame above a trace
-frame, is a failure. Checks 2, 3, 5, 6 mean the same with the JIT on and
+JIT traces. lj_merge shows a sample in a trace as the trace's root function
+and the functions the trace inlined at that address (jit-PID.dump.inline),
+all tagged _[j] here with --jit-tag; frames that traces made on the way
+(a trace that jumped into another trace, e.g. the recursion's trace into
+hot_inner's loop) may be missing. So in every check below a chain of Lua
+frames matches its expected chain when it IS the expected chain (all
+interpreted), or when its interpreted frames are the start of the expected
+chain and its trace frames after them are, in order, functions of the rest
+of the expected chain or functions that are not app.lua's (a Tarantool
+library function, e.g. msgpackffi's encode_int recorded into a trace that
+returned into select_ffi). Another app.lua function, an interpreted frame
+out of place or after a trace frame, or trace frames out of order, is a
+failure. Checks 2, 3, 5, 6 mean the same with the JIT on and
 off; for check 4 the JIT-on run can only show the order (the recursion
 runs in traces: most of its samples read W;I_[j]), the JIT-off run must
 show the whole nesting.
@@ -366,18 +367,20 @@ def read_kinds(path):
 def chain_ok(lua, expected, names, prefix=False):
     """Do Lua frames LUA (outermost first) match EXPECTED (fids)? Exactly
     (or, with PREFIX, its start) when all are interpreted; or the
-    interpreted ones are the start of EXPECTED and the last frame is a
-    trace of a function of the rest of EXPECTED or of a non-app.lua
-    function (see the docstring: a trace hides what it inlined)."""
-    if any(f.trace for f in lua[:-1]):
+    interpreted ones are the start of EXPECTED and the trace frames after
+    them (a trace's root function and what it inlined there) are, in order,
+    functions of the rest of EXPECTED or non-app.lua functions: frames
+    traces made may be missing (see the docstring)."""
+    k = next((i for i, f in enumerate(lua) if f.trace), len(lua))
+    if any(not f.trace for f in lua[k:]):
         return False
     ids = [f.fid for f in lua]
-    if lua and lua[-1].trace:
-        inter = ids[:-1]
+    if k < len(lua):
+        inter = ids[:k]
         if inter != expected[:len(inter)]:
             return False
-        t = ids[-1]
-        return t in expected[max(len(inter) - 1, 0):] or not names.is_app(t)
+        traced = [t for t in ids[k:] if names.is_app(t)]
+        return is_subsequence(traced, expected[max(len(inter) - 1, 0):])
     if prefix:
         return len(ids) <= len(expected) and ids == expected[:len(ids)]
     return ids == expected

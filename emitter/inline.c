@@ -6,7 +6,7 @@
 **
 ** Format (text; lj_merge's ljresolve.py reads it):
 **   ljperf-inline 1\n                         once, at the top
-**   T INDEX ADDR SIZE NNODE NRANGE TRACENO LINK LINKNODE\n
+**   T INDEX ADDR SIZE NNODE NRANGE TRACENO ROOT LINK LINKNODE\n
 **                                             a trace: the CODE_LOAD INDEX
 **   N PC PARENT\n   (NNODE lines)             frame at bytecode PC (the
 **        interpreter's link convention: after the running instruction or
@@ -14,10 +14,12 @@
 **        root frame
 **   R OFF NODE\n    (NRANGE lines)            from ADDR+OFF (ascending) to the
 **        next range or ADDR+SIZE: N line NODE's frames; 0: the root frame's
-**   TRACENO is the trace's number; LINK the root trace it jumps into at its
-**   end (0: none), with the frames of N line LINKNODE (0: the root frame's).
-** Numbers are hex except INDEX, NNODE, NRANGE, PARENT, NODE, TRACENO, LINK
-** and LINKNODE (decimal).
+**   TRACENO is the trace's number, ROOT its root trace's (whose root frame
+**   the nodes count from; TRACENO for a root trace); LINK the root trace it
+**   jumps into at its end (0: none), with the frames of N line LINKNODE (0:
+**   the root frame's).
+** Numbers are hex except INDEX, NNODE, NRANGE, PARENT, NODE, TRACENO, ROOT,
+** LINK and LINKNODE (decimal).
 ** Invariants: a trace's lines are one write(2) (or one batch); after a
 ** failed or short write the file is cut back to its last complete trace.
 */
@@ -98,9 +100,9 @@ void ljp_inl_trace(uint64_t index, uint64_t addr, uint64_t size,
 		   const LJPInline *t, int defer)
 {
   ljp_inl.rec.len = 0;
-  if (ljp_inl_line("T %" PRIu64 " %" PRIx64 " %" PRIx64 " %zu %zu %u %u %u\n",
-		   index, addr, size, t->nnode, t->nrange, t->traceno, t->link,
-		   t->linknode) < 0)
+  if (ljp_inl_line("T %" PRIu64 " %" PRIx64 " %" PRIx64 " %zu %zu %u %u %u %u\n",
+		   index, addr, size, t->nnode, t->nrange, t->traceno, t->root,
+		   t->link, t->linknode) < 0)
     goto nomem;
   for (size_t i = 0; i < t->nnode; i++)
     if (ljp_inl_line("N %" PRIx64 " %u\n", t->node[i].pc, t->node[i].parent) < 0)

@@ -480,7 +480,7 @@ typedef struct PerfInl {
   LJPInlRange *range; size_t nrange;
   uint32_t *map;		/* Position node -> node + 1 written, or 0. */
   char **files; GCproto **fpt; size_t nfile;
-  uint32_t traceno, link, linknode;	/* See LJPInline. */
+  uint32_t traceno, root, link, linknode;	/* See LJPInline. */
 } PerfInl;
 
 static void perf_inl_free(PerfInl *pi)
@@ -565,6 +565,7 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
     }
   }
   pi->traceno = T->traceno;
+  pi->root = T->root ? T->root : T->traceno;
   if (T->linktype == LJ_TRLINK_ROOT && T->link && tail >= 0) {
     pi->link = T->link;
     pi->linknode = pi->map[tail];
@@ -615,7 +616,8 @@ static void perf_trace(GCtrace *T, TracePos *tp)
   if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   inl.node = pi.node; inl.nnode = pi.nnode;
   inl.range = pi.range; inl.nrange = pi.nrange;
-  inl.traceno = pi.traceno; inl.link = pi.link; inl.linknode = pi.linknode;
+  inl.traceno = pi.traceno; inl.root = pi.root;
+  inl.link = pi.link; inl.linknode = pi.linknode;
   ljp_emit_trace(mc, T->szmcode, nbuf, pl.v, pl.n, hasinl ? &inl : NULL);
   perf_inl_free(&pi);
   free(pl.v);

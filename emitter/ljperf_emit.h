@@ -57,15 +57,16 @@ void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 ** convention) whose caller is NODE[PARENT-1] (PARENT 0: the trace's root
 ** frame); RANGE[i] covers from the load's addr+OFF to the next range's
 ** start (the last: to the end) with the frames of NODE[NODE-1] (0: the
-** root frame only). Ranges ascend by OFF. A trace that ends by jumping into
-** another root trace (LINK, else 0) does so with the frames of LINKNODE
-** there: the frames that trace's root frame has below it. */
+** root frame only). Ranges ascend by OFF. The root frame is that of the
+** trace's root trace (ROOT; a root trace: itself, TRACENO). A trace that
+** ends by jumping into another root trace (LINK, else 0) does so with the
+** frames of LINKNODE there: the frames below that trace's root frame. */
 typedef struct LJPInlNode { uint64_t pc; uint32_t parent; } LJPInlNode;
 typedef struct LJPInlRange { uint64_t off; uint32_t node; } LJPInlRange;
 typedef struct LJPInline {
   const LJPInlNode *node; size_t nnode;
   const LJPInlRange *range; size_t nrange;
-  uint32_t traceno, link, linknode;
+  uint32_t traceno, root, link, linknode;
 } LJPInline;
 
 /* ljp_emit_load of a trace, plus its inline stacks INL (NULL: none) when

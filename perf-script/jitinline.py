@@ -5,7 +5,7 @@ next to its jitdump (format: emitter/inline.c).
 
 API:
     read(path) -> iterator of Trace(index, addr, size, nodes, ranges, traceno,
-                                    link, linknode)
+                                    root, link, linknode)
         index   the trace's CODE_LOAD code_index in jit-PID.dump
         nodes   [(pc, parent)]: a Lua frame at bytecode address PC (the
                 interpreter's link convention: the line is the one of the
@@ -14,7 +14,8 @@ API:
         ranges  [(off, node)] ascending: from addr+off to the next range (the
                 last: to addr+size) the frames of node NODE (1-based) and its
                 callers; 0: the trace's root frame only
-        traceno the trace's number (TRACE_N)
+        traceno the trace's number (TRACE_N); root: its root trace's (itself
+                for a root trace), whose root frame the nodes count from
         link    the number of the root trace this one jumps into at its end
                 (0: none); linknode: the node of the frames it has then (the
                 frames below that trace's root frame; 0: the root frame)
@@ -30,14 +31,15 @@ import sys
 
 HEAD = "ljperf-inline 1"
 
-Trace = collections.namedtuple("Trace", "index addr size nodes ranges traceno link linknode")
+Trace = collections.namedtuple("Trace",
+                               "index addr size nodes ranges traceno root link linknode")
 
 
 def _trace(head, lines):
     """A Trace from its T line's fields and the N/R lines after it."""
     index, addr, size, nn, nr = (int(head[0]), int(head[1], 16), int(head[2], 16),
                                  int(head[3]), int(head[4]))
-    traceno, link, linknode = int(head[5]), int(head[6]), int(head[7])
+    traceno, root, link, linknode = int(head[5]), int(head[6]), int(head[7]), int(head[8])
     if not 0 <= linknode <= nn:
         raise ValueError("bad link node")
     if len(lines) != nn + nr:
@@ -56,7 +58,7 @@ def _trace(head, lines):
                     off >= max(size, 1) or (ranges and off <= ranges[-1][0]):
                 raise ValueError("bad range line")
             ranges.append((off, node))
-    return Trace(index, addr, size, nodes, ranges, traceno, link, linknode)
+    return Trace(index, addr, size, nodes, ranges, traceno, root, link, linknode)
 
 
 def read(path):
@@ -75,7 +77,7 @@ def read(path):
                         return
                     yield t
                 head, body = ln.split()[1:], []
-                if not ln.startswith("T ") or len(head) != 8:
+                if not ln.startswith("T ") or len(head) != 9:
                     return
             else:
                 body.append(ln)

@@ -18,7 +18,7 @@ from ljframes import K_C, clean_name, name_frame, parse_trace_name
 class Load:
     """One CODE_LOAD (plus the DEBUG_INFO written before it)."""
     __slots__ = ("ts", "seq", "addr", "size", "end", "index", "name",
-                 "tid", "laddrs", "llines", "recs", "inl", "traceno", "dump")
+                 "tid", "laddrs", "llines", "recs", "inl", "traceno", "root", "dump")
 
     def __init__(self, ts, seq, addr, size, index, name, tid):
         self.ts = ts
@@ -34,6 +34,7 @@ class Load:
         self.recs = None       # lj_merge's interned frames per address
         self.inl = None        # a trace's inline ranges: (offsets, frames)
         self.traceno = None    # a trace's number (with inline ranges)
+        self.root = None       # its root trace's number (itself for a root trace)
         self.dump = None       # the Dump holding it (with inline ranges)
 
     def line_at(self, addr):
@@ -99,7 +100,7 @@ class Dump:
         self.tids = set(ld.tid for ld in loads)
         self._r = _Ranges(loads)
         self.warnings = warnings
-        self.preds = {}            # see add_inline
+        self.preds, self.roots = {}, {}    # see add_inline
 
     def candidates(self, addr):
         """Loads covering ADDR, oldest first (timestamp, then file order)."""
@@ -110,9 +111,10 @@ class Dump:
     def add_inline(self, traces):
         """Attaches jitinline Traces to their trace loads: LOAD.inl =
         (range offsets, per range the Lua frames innermost first, the
-        trace's root frame last; None: the root frame only), and notes
-        which traces jump into which (link_path)."""
-        self.preds = {}        # traceno -> [(load jumping into it, its frames then)]
+        root frame last; None: the root frame only), and notes which
+        traces jump into which root trace (link_path)."""
+        self.preds = {}        # root traceno -> [(load jumping into it, its frames then)]
+        self.roots = {}        # root traceno -> its newest load
         for t in traces:
             ld = self.by_index.get(t.index)
             if ld is None or ld.addr != t.addr or ld.size != t.size:
@@ -120,27 +122,36 @@ class Dump:
             frames = [self._lua_frames(st, ld.ts) for st in jitinline.stacks(t)]
             ld.inl = ([off for off, _ in t.ranges],
                       [frames[n - 1] if n else None for _, n in t.ranges])
-            ld.traceno, ld.dump = t.traceno, self
+            ld.traceno, ld.root, ld.dump = t.traceno, t.root, self
+            if t.root == t.traceno:
+                self.roots[t.traceno] = ld
             if t.link and t.linknode and frames[t.linknode - 1]:
                 self.preds.setdefault(t.link, []).append((ld, frames[t.linknode - 1]))
 
-    def link_path(self, ld, below, depth=3):
-        """Lua frames (innermost first) that traces created between a frame
-        of function BELOW (a label) and trace load LD's root frame, found
-        through the traces that jump into LD at their end (up to DEPTH in
-        a row): () when LD's root is called by BELOW directly, None when
-        unknown or when the ways in disagree."""
-        root = parse_trace_name(ld.name)
-        if root is None or ld.traceno is None or depth <= 0:
+    def link_path(self, ld, below, depth=4, seen=()):
+        """Lua frames (innermost first) that traces made between a frame of
+        function BELOW (a label) and the root frame of trace load LD's root
+        trace, found backwards through the traces that jump into that root
+        trace (and, for a side trace among them, into its own root trace;
+        up to DEPTH in a row): () when BELOW called that root frame, None
+        when unknown or when the ways in disagree. Frames a trace made in a
+        loop (an unrolled recursion's levels) are there once."""
+        root = self.roots.get(ld.root)
+        if root is None or depth <= 0 or ld.root in seen:
             return None
+        label = parse_trace_name(root.name)
         paths = {}                         # labels -> frames
-        for pred, chain in self.preds.get(ld.traceno, ()):
-            if chain[0].label != root[0] or len(chain) < 2:
-                continue                   # not into LD's root frame
+        for pred, chain in self.preds.get(ld.root, ()):
+            if label is None or chain[0].label != label[0] or len(chain) < 2:
+                continue                   # not into that root frame
             if chain[-1].label == below:
                 path = chain[1:-1]
             else:
-                more = self.link_path(pred, below, depth - 1)
+                proot = self.roots.get(pred.root)
+                plabel = parse_trace_name(proot.name) if proot is not None else None
+                if plabel is None or chain[-1].label != plabel[0]:
+                    continue               # PRED returned below its root frame
+                more = self.link_path(pred, below, depth - 1, seen + (ld.root,))
                 if more is None:
                     continue
                 path = chain[1:] + more

@@ -116,25 +116,43 @@ unsigned ljp_emit_begin(int *fresh)
   return r;
 }
 
+/* NAME for the writers ("anon" if NULL or empty), cleaned once into CBUF
+** (SZ bytes) when it fits; else they clean it. */
+static LJPName ljp_name_prep(const char *name, char *cbuf, size_t sz)
+{
+  LJPName nm = { name && *name ? name : "anon", 0, 0 };
+  nm.n = strlen(nm.s);
+  if (nm.n < sz) {
+    ljp_name_copy(cbuf, nm.s, nm.n);
+    cbuf[nm.n] = '\0';
+    nm.s = cbuf; nm.clean = 1;
+  }
+  return nm;
+}
+
 void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 		   const void *bytes, const LJPLine *lines, size_t nlines)
 {
+  char cbuf[1024];
+  LJPName nm = ljp_name_prep(name, cbuf, sizeof(cbuf));
   pthread_mutex_lock(&ljp_lock);
   ljp_check_fork();
-  if (ljp_map_isopen()) ljp_map_load(addr, size, name, ljp_batch > 0);
-  if (ljp_jd_isopen()) ljp_jd_load(addr, size, name, bytes, lines, nlines, ljp_batch > 0);
+  if (ljp_map_isopen()) ljp_map_load(addr, size, &nm, ljp_batch > 0);
+  if (ljp_jd_isopen()) ljp_jd_load(addr, size, &nm, bytes, lines, nlines, ljp_batch > 0);
   pthread_mutex_unlock(&ljp_lock);
 }
 
 void ljp_emit_trace(uint64_t addr, uint64_t size, const char *name,
 		    const LJPLine *lines, size_t nlines, const LJPInline *inl)
 {
+  char cbuf[1024];
+  LJPName nm = ljp_name_prep(name, cbuf, sizeof(cbuf));
   pthread_mutex_lock(&ljp_lock);
   ljp_check_fork();
-  if (ljp_map_isopen()) ljp_map_load(addr, size, name, ljp_batch > 0);
+  if (ljp_map_isopen()) ljp_map_load(addr, size, &nm, ljp_batch > 0);
   if (ljp_jd_isopen()) {
     uint64_t index = ljp_jd_nextindex();
-    ljp_jd_load(addr, size, name, NULL, lines, nlines, ljp_batch > 0);
+    ljp_jd_load(addr, size, &nm, NULL, lines, nlines, ljp_batch > 0);
     if (inl && ljp_inl_isopen() && ljp_jd_nextindex() != index)
       ljp_inl_trace(index, addr, size, inl, ljp_batch > 0);
   }

@@ -178,7 +178,8 @@ static int ljp_jd_debug(uint64_t ts, uint64_t addr, uint64_t size,
   size_t start = b->len, nent = 0;
   uint64_t last = 0;
   uint32_t lastline = 0;
-  const char *lastfile = NULL;
+  const char *lastfile = NULL, *lenof = NULL;
+  size_t fl = 0;	/* strlen(lenof) + 1: entries share their file */
   if (!lines || !nlines || !size) return 0;
   if (ljp_buf_reserve(b, sizeof(LJPJdDebug)) < 0) return -1;
   b->len += sizeof(LJPJdDebug);
@@ -195,7 +196,7 @@ static int ljp_jd_debug(uint64_t ts, uint64_t addr, uint64_t size,
       if (!nent) break;
       ent.addr = addr + size; ent.lineno = (int32_t)lastline; file = lastfile;
     }
-    size_t fl = strlen(file) + 1;
+    if (file != lenof) { fl = strlen(file) + 1; lenof = file; }
     if (ljp_buf_reserve(b, sizeof(ent) + fl) < 0) return -1;
     ljp_jd_fix(b->len, ent);
     memcpy(b->p + b->len + sizeof(ent), file, fl);
@@ -217,13 +218,13 @@ void ljp_jd_flush(void)
     ljp_jd_fail(NULL, errno);
 }
 
-void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
+void ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
 		 const void *bytes, const LJPLine *lines, size_t nlines, int defer)
 {
   LJPBuf *b = &ljp_jd.buf;
   uint64_t ts = ljp_jd_now();
   const void *code = bytes ? bytes : (const void *)(uintptr_t)addr;
-  size_t nl = strlen(name && *name ? name : "anon") + 1;
+  size_t nl = name->n + 1;
   int r;
   if (nl > UINT32_MAX - sizeof(LJPJdLoad) ||  /* total_size is 32 bits */
       size > UINT32_MAX - sizeof(LJPJdLoad) - nl) {

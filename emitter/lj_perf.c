@@ -122,6 +122,16 @@ static void pb_put(PerfBuf *b, const char *s, size_t len)
 
 static void pb_str(PerfBuf *b, const char *s) { pb_put(b, s, strlen(s)); }
 
+/* Appends S, already clean (made by pb_*), as much as fits. */
+static void pb_raw(PerfBuf *b, const char *s)
+{
+  size_t len = strlen(s);
+  if (len > b->sz - 1 - b->n) len = b->sz - 1 - b->n;
+  memcpy(b->p + b->n, s, len);
+  b->n += len;
+  b->p[b->n] = '\0';
+}
+
 /* Appends at most PERF_PARTMAX bytes of S: a longer S is cut to its head
 ** (TAIL == 0) or its tail, marked by "...", never inside a UTF-8 sequence.
 */
@@ -147,8 +157,11 @@ static void pb_part(PerfBuf *b, const char *s, size_t len, int tail)
 static void pb_int(PerfBuf *b, long v)
 {
   char tmp[24];
-  snprintf(tmp, sizeof(tmp), "%ld", v);
-  pb_str(b, tmp);
+  size_t i = sizeof(tmp);
+  unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
+  do { tmp[--i] = (char)('0' + u % 10); u /= 10; } while (u);
+  if (v < 0) tmp[--i] = '-';
+  pb_put(b, tmp + i, sizeof(tmp) - i);
 }
 
 /* A Lua function of the standard library (lj_lib.c lib_read_lfunc): its
@@ -182,11 +195,35 @@ static void pb_chunk(PerfBuf *b, GCproto *pt)
       if (b->p[n0] == ':') b->p[n0] = '_';
   } else {
     uint32_t h = 2166136261u;  /* FNV-1a. */
-    char tmp[24];
+    char tmp[16] = "string_";
+    int i;
     while (len-- > 0) h = (h ^ (uint8_t)*s++) * 16777619u;
-    snprintf(tmp, sizeof(tmp), "string_%08x", h);
-    pb_str(b, tmp);
+    for (i = 0; i < 8; i++) tmp[7 + i] = "0123456789abcdef"[(h >> (28 - 4*i)) & 15];
+    pb_put(b, tmp, 15);
   }
+}
+
+/* The chunk name of the prototypes being described (pb_chunk), made once
+** for all prototypes that share it: a chunk's children, a trace's owner.
+** Lives on the caller's stack while the prototypes are alive.
+*/
+typedef struct PerfChunk {
+  GCstr *cs;		/* chunk name it was made from; NULL: none yet */
+  int builtin;		/* made for a library function (perf_isbuiltin) */
+  char s[PERF_NAMESZ];
+} PerfChunk;
+
+static const char *perf_chunkof(PerfChunk *c, GCproto *pt)
+{
+  GCstr *cs = proto_chunkname(pt);
+  int builtin = perf_isbuiltin(pt);
+  if (c->cs != cs || c->builtin != builtin) {
+    PerfBuf b = { c->s, 0, sizeof(c->s) };
+    c->s[0] = '\0';
+    pb_chunk(&b, pt);
+    c->cs = cs; c->builtin = builtin;
+  }
+  return c->s;
 }
 
 static GCstr *perf_kstr(GCproto *pt, BCReg idx)
@@ -283,10 +320,12 @@ static int pb_fnewname(PerfBuf *b, GCproto *pt, BCPos pc, GCproto *child)
   return pc + 1 < pt->sizebc ? pb_slot(b, pt, pc + 1, a, 1) : 0;
 }
 
-/* Label of a prototype: [NAME@]CHUNK:LINE. NAME may be NULL. Library
-** functions: NAME@builtin:0, NAME their key in the library (remove, ...).
+/* Label of a prototype: [NAME@]CHUNK:LINE (CHUNK: pb_chunk of PT). NAME
+** may be NULL. Library functions: NAME@builtin:0, NAME their key in the
+** library (remove, ...).
 */
-static void pb_label(PerfBuf *b, GCproto *pt, const char *name)
+static void pb_label(PerfBuf *b, GCproto *pt, const char *name,
+		     const char *chunk)
 {
   if (perf_isbuiltin(pt)) {
     GCstr *cs = proto_chunkname(pt);
@@ -294,9 +333,9 @@ static void pb_label(PerfBuf *b, GCproto *pt, const char *name)
     pb_str(b, "@builtin:0");
     return;
   }
-  if (name && *name) { pb_part(b, name, strlen(name), 0); pb_str(b, "@"); }
-  pb_chunk(b, pt);
-  pb_str(b, ":");
+  if (name && *name) { pb_part(b, name, strlen(name), 0); pb_raw(b, "@"); }
+  pb_raw(b, chunk);
+  pb_raw(b, ":");
   pb_int(b, (long)pt->firstline);
 }
 
@@ -359,25 +398,38 @@ static void perf_names_get(GCproto *pt, char *buf, size_t sz)
     PerfName *e = (PerfName *)slot->p;
     if (e->chunk == gcref(pt->chunkname) &&
 	e->firstline == pt->firstline && e->sizebc == pt->sizebc)
-      snprintf(buf, sz, "%s", e->name);
+    {
+      size_t n = strlen(e->name);
+      if (n >= sz) n = sz - 1;
+      memcpy(buf, e->name, n);
+      buf[n] = '\0';
+    }
   }
   pthread_mutex_unlock(&perf_names_lock);
 }
 
 /* -- Describing code ------------------------------------------------------ */
 
-/* Line table scratch space, grown as needed (malloc: never a Lua error). */
-typedef struct PerfLines { LJPLine *v; size_t n, sz; } PerfLines;
+/* Line table scratch space: v starts as the caller's array STACK (sz
+** entries) and moves to malloc (never a Lua error) when it outgrows it.
+*/
+typedef struct PerfLines { LJPLine *v, *stack; size_t n, sz; } PerfLines;
+#define PERF_LINES_STACK	128
+#define PERF_LINES_INIT(pl, arr) \
+  { (pl).v = (pl).stack = (arr); (pl).n = 0; (pl).sz = PERF_LINES_STACK; }
+#define PERF_LINES_FREE(pl)	{ if ((pl).v != (pl).stack) free((pl).v); }
 
-static int perf_lines_add(PerfLines *pl, uint64_t addr, uint32_t line,
+static LJ_AINLINE int perf_lines_add(PerfLines *pl, uint64_t addr, uint32_t line,
 			  const char *file)
 {
   if (pl->n && pl->v[pl->n-1].line == line && pl->v[pl->n-1].file == file)
     return 1;
   if (pl->n == pl->sz) {
-    size_t sz = pl->sz ? 2*pl->sz : 64;
-    LJPLine *v = (LJPLine *)realloc(pl->v, sz*sizeof(LJPLine));
+    size_t sz = 2*pl->sz;
+    LJPLine *v = (LJPLine *)realloc(pl->v == pl->stack ? NULL : pl->v,
+				    sz*sizeof(LJPLine));
     if (!v) return 0;
+    if (pl->v == pl->stack) memcpy(v, pl->v, pl->n*sizeof(LJPLine));
     pl->v = v; pl->sz = sz;
   }
   pl->v[pl->n].addr = addr;
@@ -387,31 +439,41 @@ static int perf_lines_add(PerfLines *pl, uint64_t addr, uint32_t line,
   return 1;
 }
 
-static void perf_proto(GCproto *pt, const char *name)
+static void perf_proto(GCproto *pt, const char *name, PerfChunk *chunk)
 {
-  char nbuf[PERF_NAMESZ], fbuf[PERF_NAMESZ];
-  PerfBuf nb = { nbuf, 0, sizeof(nbuf) }, fb = { fbuf, 0, sizeof(fbuf) };
-  PerfLines pl = { NULL, 0, 0 };
+  char nbuf[PERF_NAMESZ];
+  PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
+  LJPLine lstack[PERF_LINES_STACK];
+  PerfLines pl;
   uint64_t bc = (uint64_t)(uintptr_t)proto_bc(pt);
   uint64_t size = 4*(uint64_t)pt->sizebc + 4;  /* PCs point after an ins. */
-  nbuf[0] = fbuf[0] = '\0';
+  const char *fbuf = perf_chunkof(chunk, pt);
+  PERF_LINES_INIT(pl, lstack);
+  nbuf[0] = '\0';
   if (name && *name) perf_names_put(pt, name);
-  pb_label(&nb, pt, name);
-  pb_chunk(&fb, pt);
+  pb_label(&nb, pt, name, fbuf);
   if (proto_lineinfo(pt)) {
+    /* lj_debug_line(pt, i) for every i < sizebc: the header's line, then
+    ** lineinfo[i-1] (its width depends on numline), read directly. */
+    const void *li = proto_lineinfo(pt);
+    uint32_t first = (uint32_t)pt->firstline;
     BCPos i;
-    int ok = perf_lines_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
-    for (i = 0; ok && i < pt->sizebc; i++)
-      ok = perf_lines_add(&pl, bc + 4*(uint64_t)(i+1),
-			  (uint32_t)lj_debug_line(pt, i), fbuf);
+    int ok = perf_lines_add(&pl, bc, first, fbuf);
+    for (i = 0; ok && i < pt->sizebc; i++) {
+      uint32_t d = i == 0 ? 0 :
+	pt->numline < 256 ? ((const uint8_t *)li)[i-1] :
+	pt->numline < 65536 ? ((const uint16_t *)li)[i-1] :
+	((const uint32_t *)li)[i-1];
+      ok = perf_lines_add(&pl, bc + 4*(uint64_t)(i+1), first + d, fbuf);
+    }
     if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   }
   ljp_emit_load(bc, size, nbuf, NULL, pl.v, pl.n);
-  free(pl.v);
+  PERF_LINES_FREE(pl);
 }
 
 /* Describes the children of PT, named after what PT does with them. */
-static void perf_children(GCproto *pt)
+static void perf_children(GCproto *pt, PerfChunk *chunk)
 {
   BCPos pc;
   if (!(pt->flags & PROTO_CHILD)) return;
@@ -423,8 +485,8 @@ static void perf_children(GCproto *pt)
       PerfBuf b = { buf, 0, sizeof(buf) };
       buf[0] = '\0';
       if (!pb_fnewname(&b, pt, pc, child)) buf[0] = '\0';
-      perf_proto(child, buf);
-      perf_children(child);
+      perf_proto(child, buf, chunk);
+      perf_children(child, chunk);
     }
   }
 }
@@ -573,14 +635,14 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   return 1;
 }
 
-static void perf_trace(GCtrace *T, TracePos *tp)
+static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
-  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ], fbuf[PERF_NAMESZ];
+  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ];
   PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
   PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
-  PerfBuf fb = { fbuf, 0, sizeof(fbuf) };
-  PerfLines pl = { NULL, 0, 0 };
+  LJPLine lstack[PERF_LINES_STACK];
+  PerfLines pl;
   PerfInl pi;
   LJPInline inl;
   int ok = 1, hasinl;
@@ -588,20 +650,21 @@ static void perf_trace(GCtrace *T, TracePos *tp)
   uint64_t mc = (uint64_t)(uintptr_t)T->mcode;
   const BCIns *startpc = mref(T->startpc, const BCIns);
   BCLine startline = lj_debug_line(pt, proto_bcpos(pt, startpc));
+  const char *fbuf = perf_chunkof(chunk, pt);
   char pname[PERF_NAMESZ];
-  nbuf[0] = ownbuf[0] = fbuf[0] = '\0';
+  PERF_LINES_INIT(pl, lstack);
+  nbuf[0] = ownbuf[0] = '\0';
   memset(&pi, 0, sizeof(pi));
   perf_names_get(pt, pname, sizeof(pname));
-  pb_label(&ob, pt, pname);
-  pb_chunk(&fb, pt);
-  pb_str(&nb, "TRACE_");
+  pb_label(&ob, pt, pname, fbuf);
+  pb_raw(&nb, "TRACE_");
   pb_int(&nb, (long)T->traceno);
-  pb_str(&nb, "::");
-  pb_str(&nb, fbuf);
-  pb_str(&nb, ":");
+  pb_raw(&nb, "::");
+  pb_raw(&nb, fbuf);
+  pb_raw(&nb, ":");
   pb_int(&nb, (long)startline);
-  pb_str(&nb, "::");
-  pb_str(&nb, ownbuf);
+  pb_raw(&nb, "::");
+  pb_raw(&nb, ownbuf);
   hasinl = perf_inline(T, tp, &pi, &pl, fbuf, startline);
   if (!hasinl) {  /* Lines of the root function from snapshots. */
     pl.n = 0;
@@ -620,7 +683,7 @@ static void perf_trace(GCtrace *T, TracePos *tp)
   inl.link = pi.link; inl.linknode = pi.linknode;
   ljp_emit_trace(mc, T->szmcode, nbuf, pl.v, pl.n, hasinl ? &inl : NULL);
   perf_inl_free(&pi);
-  free(pl.v);
+  PERF_LINES_FREE(pl);
 }
 
 /* Exit stub groups: code asm_exitstub_gen puts at the bottom of the mcode
@@ -670,7 +733,9 @@ static size_t perf_all(global_State *g)
   GCobj *o;
   size_t n = 0;
   LJPSet haveparent = { NULL, 0, 0 };
+  PerfChunk chunk;
   int ok = 1;
+  chunk.cs = NULL; chunk.builtin = 0;
   ljp_emit_batch_begin();
   for (o = gcref(g->gc.root); ok && o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TPROTO && (gco2pt(o)->flags & PROTO_CHILD)) {
@@ -691,14 +756,14 @@ static size_t perf_all(global_State *g)
       if (!ljp_set_find(&haveparent, ljp_hash_ptr(o), perf_ptreq, o)) {
 	char name[PERF_NAMESZ];
 	perf_names_get(gco2pt(o), name, sizeof(name));
-	perf_proto(gco2pt(o), name);
-	perf_children(gco2pt(o));
+	perf_proto(gco2pt(o), name, &chunk);
+	perf_children(gco2pt(o), &chunk);
       }
     }
   ljp_set_free(&haveparent, 0);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
-      perf_trace(gco2trace(o), NULL);
+      perf_trace(gco2trace(o), NULL, &chunk);
   perf_stubs(G2J(g), 1);
   ljp_emit_batch_end();
   return n;
@@ -724,18 +789,22 @@ void lj_perf_chunk(lua_State *L, GCproto *pt)
     g->perfmask &= ~PERF_RESCAN;
     perf_all(g);
   } else {
-    perf_proto(pt, NULL);
-    perf_children(pt);
+    PerfChunk chunk;
+    chunk.cs = NULL; chunk.builtin = 0;
+    perf_proto(pt, NULL, &chunk);
+    perf_children(pt, &chunk);
   }
-  ljp_emit_batch_end();
+  ljp_emit_batch_end();  /* Written before the chunk runs. */
 }
 
 void lj_perf_trace(jit_State *J, GCtrace *T)
 {
   global_State *g = J2G(J);
+  PerfChunk chunk;
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
+  chunk.cs = NULL; chunk.builtin = 0;
   perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
-  perf_trace(T, J->tracepos);
+  perf_trace(T, J->tracepos, &chunk);
 }
 
 /* -- Switching ------------------------------------------------------------ */

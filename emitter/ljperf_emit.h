@@ -108,10 +108,13 @@ void ljp_emit_drop(LJPDrop what);
 ** ')' would remain) and ';' separates folded frames. */
 static inline void ljp_name_copy(char *dst, const char *src, size_t n)
 {
+  /* Bit c set: byte c < 64 is replaced (0..' ', '(', ')', ';'). */
+  const uint64_t low = 0x1ffffffffull | (1ull << '(') | (1ull << ')') |
+		       (1ull << ';');
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)src[i];
-    dst[i] = (c <= ' ' || c == 0x7f || c == '(' || c == ')' || c == ';') ?
-	     '_' : (char)c;
+    int bad = c < 64 ? (int)((low >> c) & 1) : c == 0x7f;
+    dst[i] = bad ? '_' : (char)c;
   }
 }
 

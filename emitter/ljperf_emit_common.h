@@ -236,16 +236,31 @@ static inline int ljp_put(int fd, LJPBuf *pend, off_t *off, int defer,
   }
 }
 
+/* -- Numbers (no stdio on the per-load path) ----------------------------- */
+
+/* Writes V in lowercase hex, no 0x, to DST (room for 16). Returns its length. */
+static inline size_t ljp_hex(char *dst, uint64_t v)
+{
+  char tmp[16];
+  size_t n = 0;
+  do { tmp[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
+  for (size_t i = 0; i < n; i++) dst[i] = tmp[n - 1 - i];
+  return n;
+}
+
 /* -- Names ---------------------------------------------------------------- */
 
-/* Appends NAME (NUL-terminated, cleaned by ljp_name_copy; NULL or "":
-** "anon") to B. */
-static inline int ljp_buf_name(LJPBuf *b, const char *name)
+/* A load's name as emit.c hands it to the writers: S (N bytes, then a
+** NUL; never empty), already cleaned by ljp_name_copy when CLEAN. */
+typedef struct LJPName { const char *s; size_t n; int clean; } LJPName;
+
+/* Appends NAME, cleaned, and a NUL to B. */
+static inline int ljp_buf_name(LJPBuf *b, const LJPName *name)
 {
-  if (!name || !*name) name = "anon";
-  size_t n = strlen(name);
+  size_t n = name->n;
   if (ljp_buf_reserve(b, n + 1) < 0) return -1;
-  ljp_name_copy(b->p + b->len, name, n);
+  if (name->clean) memcpy(b->p + b->len, name->s, n);
+  else ljp_name_copy(b->p + b->len, name->s, n);
   b->len += n;
   b->p[b->len++] = '\0';
   return 0;
@@ -260,7 +275,7 @@ LJP_HIDDEN void ljp_dropped(LJPDrop what);
 ** for this pid). abandon: close without writing (inherited after fork). */
 LJP_HIDDEN int ljp_map_open(pid_t pid);
 LJP_HIDDEN int ljp_map_isopen(void);
-LJP_HIDDEN void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer);
+LJP_HIDDEN void ljp_map_load(uint64_t addr, uint64_t size, const LJPName *name, int defer);
 LJP_HIDDEN void ljp_map_flush(void);
 LJP_HIDDEN void ljp_map_close(void);
 LJP_HIDDEN void ljp_map_abandon(void);
@@ -268,7 +283,7 @@ LJP_HIDDEN void ljp_map_abandon(void);
 /* jitdump.c, same conventions. DIR is already resolved (never NULL). */
 LJP_HIDDEN int ljp_jd_open(pid_t pid, const char *dir);
 LJP_HIDDEN int ljp_jd_isopen(void);
-LJP_HIDDEN void ljp_jd_load(uint64_t addr, uint64_t size, const char *name,
+LJP_HIDDEN void ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
 			    const void *bytes, const LJPLine *lines, size_t nlines, int defer);
 LJP_HIDDEN void ljp_jd_flush(void);
 LJP_HIDDEN void ljp_jd_forget_tid(void);

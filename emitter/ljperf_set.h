@@ -14,15 +14,33 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* FNV-1a, 64 bit (not security relevant). Start from LJP_HASH_SEED, chain
-** parts, end with ljp_hash_key. */
+/* A 64-bit hash (not security relevant), 8 bytes per step: code bytes of
+** every load go through it. Start from LJP_HASH_SEED, chain parts, end with
+** ljp_hash_key. Parts of different lengths hash differently (the length of
+** a short tail is mixed in). */
 #define LJP_HASH_SEED	0xcbf29ce484222325ull
+
+static inline uint64_t ljp_hash_mix(uint64_t h, uint64_t w)
+{
+  h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
 
 static inline uint64_t ljp_hash(uint64_t h, const void *p, size_t n)
 {
   const unsigned char *s = (const unsigned char *)p;
-  while (n--) { h ^= *s++; h *= 0x100000001b3ull; }
+  uint64_t w;
+  for (; n >= 8; s += 8, n -= 8) {
+    memcpy(&w, s, 8);
+    h = ljp_hash_mix(h, w);
+  }
+  if (n) {
+    w = (uint64_t)n << 56;
+    memcpy(&w, s, n);  /* little-endian: bytes 0..n-1, byte 7 keeps n */
+    h = ljp_hash_mix(h, w);
+  }
   return h;
 }
 

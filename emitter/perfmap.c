@@ -11,8 +11,6 @@
 */
 #include "ljperf_emit_common.h"
 
-#include <inttypes.h>
-
 /* -- Map writer ------------------------------------------------------------ */
 
 /* A line of the file (the dedup set's entry), and the key to find one. */
@@ -67,18 +65,21 @@ void ljp_map_flush(void)
     ljp_map_fail(NULL, errno);
 }
 
-void ljp_map_load(uint64_t addr, uint64_t size, const char *name, int defer)
+void ljp_map_load(uint64_t addr, uint64_t size, const LJPName *name, int defer)
 {
   LJPBuf *b = &ljp_map.line;
   char head[40];
-  int hn = snprintf(head, sizeof(head), "%" PRIx64 " %" PRIx64 " ", addr, size);
+  size_t hn = ljp_hex(head, addr);
+  head[hn++] = ' ';
+  hn += ljp_hex(head + hn, size);
+  head[hn++] = ' ';
   b->len = 0;
-  if (ljp_buf_reserve(b, (size_t)hn) < 0) goto nomem;
-  memcpy(b->p, head, (size_t)hn);
-  b->len = (size_t)hn;
+  if (ljp_buf_reserve(b, hn) < 0) goto nomem;
+  memcpy(b->p, head, hn);
+  b->len = hn;
   if (ljp_buf_name(b, name) < 0) goto nomem;
   LJPMapKey key = { addr, size, b->p + hn };  /* cleaned name, NUL-terminated */
-  size_t nl = strlen(key.name) + 1;
+  size_t nl = name->n + 1;
   uint64_t h = ljp_hash(ljp_hash(LJP_HASH_SEED, &addr, 8), &size, 8);
   h = ljp_hash_key(ljp_hash(h, key.name, nl));
   if (ljp_set_reserve(&ljp_map.set) < 0) goto nomem;

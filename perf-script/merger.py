@@ -114,6 +114,11 @@ class Folder:
         if below is not None and below.label not in (root, fr.label) and ld is not None \
                 and ld.dump is not None:
             path = ld.dump.link_path(ld, below.label)
+            # A trace that returned below its root trace's root frame
+            # already shows the frame it returned to: the path goes on under it.
+            k = next((i for i, f in enumerate(path or ()) if f.label == root), None)
+            if k is not None:
+                path = path[k + 1:]
             if path:
                 out.extend(self._jitted(f.label, f) for f in path)
         return out, root

@@ -18,14 +18,12 @@
 **   the nodes count from; TRACENO for a root trace); LINK the root trace it
 **   jumps into at its end (0: none), with the frames of N line LINKNODE (0:
 **   the root frame's).
-** Numbers are hex except INDEX, NNODE, NRANGE, PARENT, NODE, TRACENO, ROOT,
-** LINK and LINKNODE (decimal).
+** All numbers are lowercase hex without 0x (formatted without stdio).
 ** Invariants: a trace's lines are one write(2) (or one batch); after a
 ** failed or short write the file is cut back to its last complete trace.
 */
 #include "ljperf_emit_common.h"
 
-#include <inttypes.h>
 
 static struct {
   LJPFile f;		/* off: end of the last complete trace */
@@ -81,35 +79,36 @@ int ljp_inl_open(pid_t pid, const char *dir)
 
 int ljp_inl_isopen(void) { return ljp_inl.f.fd >= 0; }
 
-/* Appends one formatted line to the scratch record. 0, or -1: no memory. */
-static int __attribute__((format(printf, 1, 2))) ljp_inl_line(const char *fmt, ...)
+/* Appends to the scratch record TAG, then each of the N numbers in hex
+** after a space, then a newline. 0, or -1: no memory. */
+static int ljp_inl_line(char tag, int n, const uint64_t *v)
 {
-  char line[96];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof(line), fmt, ap);
-  va_end(ap);
-  if (n < 0 || (size_t)n >= sizeof(line)) return -1;
-  if (ljp_buf_reserve(&ljp_inl.rec, (size_t)n) < 0) return -1;
-  memcpy(ljp_inl.rec.p + ljp_inl.rec.len, line, (size_t)n);
-  ljp_inl.rec.len += (size_t)n;
+  LJPBuf *b = &ljp_inl.rec;
+  if (ljp_buf_reserve(b, 2 + 17 * (size_t)n) < 0) return -1;
+  b->p[b->len++] = tag;
+  for (int i = 0; i < n; i++) {
+    b->p[b->len++] = ' ';
+    b->len += ljp_hex(b->p + b->len, v[i]);
+  }
+  b->p[b->len++] = '\n';
   return 0;
 }
 
 void ljp_inl_trace(uint64_t index, uint64_t addr, uint64_t size,
 		   const LJPInline *t, int defer)
 {
+  uint64_t head[9] = { index, addr, size, t->nnode, t->nrange, t->traceno,
+		       t->root, t->link, t->linknode };
   ljp_inl.rec.len = 0;
-  if (ljp_inl_line("T %" PRIu64 " %" PRIx64 " %" PRIx64 " %zu %zu %u %u %u %u\n",
-		   index, addr, size, t->nnode, t->nrange, t->traceno, t->root,
-		   t->link, t->linknode) < 0)
-    goto nomem;
-  for (size_t i = 0; i < t->nnode; i++)
-    if (ljp_inl_line("N %" PRIx64 " %u\n", t->node[i].pc, t->node[i].parent) < 0)
-      goto nomem;
-  for (size_t i = 0; i < t->nrange; i++)
-    if (ljp_inl_line("R %" PRIx64 " %u\n", t->range[i].off, t->range[i].node) < 0)
-      goto nomem;
+  if (ljp_inl_line('T', 9, head) < 0) goto nomem;
+  for (size_t i = 0; i < t->nnode; i++) {
+    uint64_t v[2] = { t->node[i].pc, t->node[i].parent };
+    if (ljp_inl_line('N', 2, v) < 0) goto nomem;
+  }
+  for (size_t i = 0; i < t->nrange; i++) {
+    uint64_t v[2] = { t->range[i].off, t->range[i].node };
+    if (ljp_inl_line('R', 2, v) < 0) goto nomem;
+  }
   if (ljp_put(ljp_inl.f.fd, &ljp_inl.pend, &ljp_inl.f.off, defer,
 	      ljp_inl.rec.p, ljp_inl.rec.len, NULL, 0) < 0)
     ljp_inl_fail(NULL, errno);

@@ -541,7 +541,8 @@ typedef struct PerfInl {
   LJPInlNode *node; size_t nnode;
   LJPInlRange *range; size_t nrange;
   uint32_t *map;		/* Position node -> node + 1 written, or 0. */
-  char **files; GCproto **fpt; size_t nfile;
+  int32_t *cnode;	/* Position node of each code entry, or -1. */
+  char **files; GCstr **fcs; size_t nfile;
   uint32_t traceno, root, link, linknode;	/* See LJPInline. */
 } PerfInl;
 
@@ -549,30 +550,33 @@ static void perf_inl_free(PerfInl *pi)
 {
   size_t i;
   for (i = 0; i < pi->nfile; i++) free(pi->files[i]);
-  free(pi->node); free(pi->range); free(pi->map); free(pi->files); free(pi->fpt);
+  free(pi->node); free(pi->range); free(pi->map); free(pi->cnode);
+  free(pi->files); free(pi->fcs);
 }
 
-/* The chunk name of PT, kept in PI (NULL: no memory). */
+/* The chunk name of PT, kept in PI once per chunk (NULL: no memory). A
+** library function's chunk name is "builtin": not shared with its chunk's. */
 static const char *perf_inl_file(PerfInl *pi, GCproto *pt)
 {
   char buf[PERF_NAMESZ];
   PerfBuf b = { buf, 0, sizeof(buf) };
+  GCstr *cs = perf_isbuiltin(pt) ? NULL : proto_chunkname(pt);
   size_t i;
   for (i = pi->nfile; i-- > 0; )
-    if (pi->fpt[i] == pt) return pi->files[i];
+    if (pi->fcs[i] == cs) return pi->files[i];
   if ((pi->nfile & (pi->nfile + 1)) == 0 || pi->nfile == 0) {  /* 0,1,3,7.. */
     size_t sz = 2*pi->nfile + 2;
     char **f = (char **)realloc(pi->files, sz*sizeof(char *));
-    GCproto **p;
+    GCstr **c;
     if (!f) return NULL;
     pi->files = f;
-    if (!(p = (GCproto **)realloc(pi->fpt, sz*sizeof(GCproto *)))) return NULL;
-    pi->fpt = p;
+    if (!(c = (GCstr **)realloc(pi->fcs, sz*sizeof(GCstr *)))) return NULL;
+    pi->fcs = c;
   }
   buf[0] = '\0';
   pb_chunk(&b, pt);
   if (!(pi->files[pi->nfile] = strdup(buf))) return NULL;
-  pi->fpt[pi->nfile] = pt;
+  pi->fcs[pi->nfile] = cs;
   return pi->files[pi->nfile++];
 }
 
@@ -582,18 +586,23 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   MCode *mc = T->mcode, *end = T->mcode + T->szmcode;
   uint32_t i, k;
   int32_t head, tail;
-  if (!tp || !tp->valid || !tp->nnode ||  /* Not this trace's? */
+  if (!tp || !tp->valid || !tp->nnode || !tp->nmark ||  /* Not this trace's? */
       (tp->ncode && (tp->code[tp->ncode-1].mcp < mc || tp->code[0].mcp >= end)))
     return 0;
   pi->map = (uint32_t *)calloc(tp->nnode, sizeof(uint32_t));
   pi->range = (LJPInlRange *)malloc((tp->ncode + 1) * sizeof(LJPInlRange));
   pi->node = (LJPInlNode *)malloc(tp->nnode * sizeof(LJPInlNode));
-  if (!pi->map || !pi->range || !pi->node) return 0;
+  pi->cnode = (int32_t *)malloc((tp->ncode + 1) * sizeof(int32_t));
+  if (!pi->map || !pi->range || !pi->node || !pi->cnode) return 0;
   head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
   tail = lj_tracepos_node(tp, ~(IRRef)0);  /* The last: where it links. */
+  for (i = tp->ncode, k = 0; i-- > 0; ) {  /* Rising refs, rising marks. */
+    IRRef ref = tp->code[i].ref;
+    while (k + 1 < tp->nmark && tp->mark[k+1].ref <= ref) k++;
+    pi->cnode[i] = (int32_t)tp->mark[k].node;  /* As lj_tracepos_node. */
+  }
   for (i = tp->ncode + 2; i-- > 0; ) {  /* Used nodes and their callers. */
-    int32_t n = i < tp->ncode ? lj_tracepos_node(tp, tp->code[i].ref) :
-		i == tp->ncode ? head : tail;
+    int32_t n = i < tp->ncode ? pi->cnode[i] : i == tp->ncode ? head : tail;
     for (; n >= 0 && !pi->map[n]; n = (int32_t)tp->node[n].parent - 1)
       pi->map[n] = 1;
   }
@@ -607,7 +616,7 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   /* The head (entry, a side trace's parent state, below the first
   ** instruction's code) and then each instruction's code. */
   for (i = tp->ncode + 1; i-- > 0; ) {  /* Ascending addresses. */
-    int32_t n = i < tp->ncode ? lj_tracepos_node(tp, tp->code[i].ref) : head;
+    int32_t n = i < tp->ncode ? pi->cnode[i] : head;
     MCode *at = i < tp->ncode ? tp->code[i].mcp : mc;
     uint32_t node = n >= 0 ? pi->map[n] : 0;
     uint64_t off = (uint64_t)(at - mc);

@@ -37,9 +37,7 @@ Trace = collections.namedtuple("Trace",
 
 def _trace(head, lines):
     """A Trace from its T line's fields and the N/R lines after it."""
-    index, addr, size, nn, nr = (int(head[0]), int(head[1], 16), int(head[2], 16),
-                                 int(head[3]), int(head[4]))
-    traceno, root, link, linknode = int(head[5]), int(head[6]), int(head[7]), int(head[8])
+    index, addr, size, nn, nr, traceno, root, link, linknode = [int(x, 16) for x in head]
     if not 0 <= linknode <= nn:
         raise ValueError("bad link node")
     if len(lines) != nn + nr:
@@ -48,12 +46,12 @@ def _trace(head, lines):
     for i, ln in enumerate(lines):
         f = ln.split()
         if i < nn:
-            pc, parent = int(f[1], 16), int(f[2])
+            pc, parent = int(f[1], 16), int(f[2], 16)
             if f[0] != "N" or len(f) != 3 or not 0 <= parent <= i:
                 raise ValueError("bad node line")
             nodes.append((pc, parent))
         else:
-            off, node = int(f[1], 16), int(f[2])
+            off, node = int(f[1], 16), int(f[2], 16)
             if f[0] != "R" or len(f) != 3 or not 0 <= node <= nn or \
                     off >= max(size, 1) or (ranges and off <= ranges[-1][0]):
                 raise ValueError("bad range line")

@@ -60,7 +60,11 @@ Frames
                  sampled address (or at the call, for a trace that called C),
                  in call order, each a trace frame too, from
                  jit-PID.dump.inline next to the jitdump (without that file:
-                 OWNER alone). --lines gives each one its own line.
+                 OWNER alone). --lines gives each one its own line. Frames
+                 that other traces made before jumping into this one are put
+                 under it when the traces that jump in agree on them; a
+                 trace that returned below the frame it started in shows the
+                 caller it returned to.
   VM plumbing    lj_BC_*, lj_vm_*, lj_cont_*, lj_vmeta_*, lj_fff_* are dropped
                  (kept with --keep-vm), and so is the FFI call machinery
                  (lj_ccall_func with the ffi.meta___call right below it,

@@ -44,6 +44,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -179,6 +180,17 @@ def main():
     args = o.rest[1:] if o.rest[:1] == ["--"] else o.rest
     if not os.path.isfile(o.suite):
         ap.error("no such file: %s" % o.suite)
+    # The runs happen in the suite's directory: a relative interpreter path
+    # is made absolute first.
+    for name in ("a", "b"):
+        words = shlex.split(getattr(o, name))
+        if not words:
+            ap.error("%s: empty interpreter" % name.upper())
+        if os.sep in words[0]:
+            words[0] = os.path.abspath(words[0])
+        if not shutil.which(words[0]):
+            ap.error("%s: not an executable: %s" % (name.upper(), words[0]))
+        setattr(o, name, shlex.join(words))
 
     both = dict(os.environ)
     both.update(parse_env(o.env_both))

@@ -564,7 +564,9 @@ def test_reuse(mode):
         for l in loads:
             by_addr[l.code_addr].add(l.name)
         reused = sum(len(v) - 1 for v in by_addr.values() if len(v) > 1)
-        check(reused >= 2, "prototype addresses were not reused: %s" % {hex(a): sorted(v) for a, v in by_addr.items()})
+        # One reuse is the case under test; how many the allocator makes
+        # varies by tree (upstream 2.1's interpreter run: one in six rounds).
+        check(reused >= 1, "prototype addresses were not reused: %s" % {hex(a): sorted(v) for a, v in by_addr.items()})
         for ph, t0, t1 in phases(r):
             label = "fn_%03d@reuse_%03d:1" % (ph, ph)
             judge_window(samples, t0, t1, label, jit, "%s round %d" % (mode, ph), pid)

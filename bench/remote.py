@@ -21,7 +21,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import ljremote  # noqa: E402
+import ljptest  # noqa: E402  (tmp_files)
 
 # name: (luajit args, program). Each prints "ready" and runs until killed.
 LATENCY = {
@@ -60,11 +62,7 @@ def start(bindir, args, prog):
 def cleanup(p):
     p.kill()
     p.wait()
-    for f in ("/tmp/perf-%d.map" % p.pid, "/tmp/jit-%d.dump" % p.pid):
-        try:
-            os.unlink(f)
-        except OSError:
-            pass
+    ljptest.remove_tmp_files([p.pid])
 
 
 def latency(opts):

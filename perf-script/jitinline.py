@@ -59,31 +59,34 @@ def _trace(head, lines):
     return Trace(index, addr, size, nodes, ranges, traceno, root, link, linknode)
 
 
+def _records(f):
+    """(T line's fields, its N/R lines) of each record of F, up to a
+    truncated last line or a line outside any record."""
+    head, body = None, []
+    for ln in f:
+        if not ln.endswith("\n"):
+            break                           # truncated last line
+        if ln.startswith("T "):
+            if head is not None:
+                yield head, body
+            head, body = ln.split()[1:], []
+        elif head is None:
+            return
+        else:
+            body.append(ln)
+    if head is not None:
+        yield head, body
+
+
 def read(path):
     with open(path, "r", encoding="ascii", errors="replace") as f:
         if f.readline().rstrip("\n") != HEAD:
             raise ValueError("%s: not a jit-PID.dump.inline file" % path)
-        head, body = None, []
-        for ln in f:
-            if not ln.endswith("\n"):
-                break                       # truncated last line
-            if ln.startswith("T ") or head is None:
-                if head is not None:
-                    try:
-                        t = _trace(head, body)
-                    except ValueError:
-                        return
-                    yield t
-                head, body = ln.split()[1:], []
-                if not ln.startswith("T ") or len(head) != 9:
-                    return
-            else:
-                body.append(ln)
-        if head is not None:
+        for head, body in _records(f):
             try:
                 t = _trace(head, body)
-            except ValueError:
-                return
+            except (ValueError, IndexError):
+                return                      # a damaged record ends the file
             yield t
 
 

@@ -25,7 +25,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import serve  # noqa: E402
+import ljptest  # noqa: E402  (tmp_files)
 
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")
 
@@ -65,12 +67,7 @@ def one(binary, env, o):
         return rps, (cpu_seconds(workers) - c0) / n * 1e6
     finally:
         ngx.stop()
-        for p in pids:
-            for f in ("/tmp/perf-%d.map" % p, "/tmp/jit-%d.dump" % p):
-                try:
-                    os.unlink(f)
-                except OSError:
-                    pass
+        ljptest.remove_tmp_files(pids)
 
 
 def main():

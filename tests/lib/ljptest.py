@@ -21,6 +21,23 @@ import ljresolve  # noqa: E402
 import perfscript  # noqa: E402
 
 
+def tmp_files(pid):
+    """What the emitter writes in /tmp for process PID when LUAJIT_PERF_DIR
+    is unset: its perf map, its jitdump and the jitdump's .inline file."""
+    return ["/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
+            "/tmp/jit-%d.dump.inline" % pid]
+
+
+def remove_tmp_files(pids):
+    """Removes tmp_files() of each of PIDS (processes the test started)."""
+    for pid in pids:
+        for f in tmp_files(pid):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+
+
 def remove_perf_maps(pids):
     """The emitter writes /tmp/perf-PID.map (perf's fixed path): a test
     removes those of the processes it started."""

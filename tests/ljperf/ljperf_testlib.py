@@ -19,6 +19,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import ljptest  # noqa: E402  (tmp_files: what a process leaves in /tmp)
 
 
 class TestFailure(Exception):
@@ -77,9 +79,7 @@ class Session:
                 p.kill()
                 p.wait()
         for pid in self.pids:
-            for f in ["/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
-                      "/tmp/jit-%d.dump.inline" % pid] + \
-                    glob.glob("/tmp/jitted-%d-*.so" % pid):
+            for f in ljptest.tmp_files(pid) + glob.glob("/tmp/jitted-%d-*.so" % pid):
                 try:
                     os.unlink(f)
                 except OSError:

@@ -85,13 +85,7 @@ def main():
             results[name] = responses(ngx)
         finally:
             ngx.stop()
-            for p_ in pids:
-                for f in ("/tmp/perf-%d.map" % p_, "/tmp/jit-%d.dump" % p_,
-                          "/tmp/jit-%d.dump.inline" % p_):
-                    try:
-                        os.unlink(f)
-                    except OSError:
-                        pass
+            ljptest.remove_tmp_files(pids)
     ref = results["nginx-base"]
     codes = sorted({r[2] for r in ref})
     ok = ljptest.report(codes == [200, 401, 404],

@@ -240,8 +240,7 @@ def run(opts):
                             % len(ref)) and ok
         after = wrk_result(wrk(ngx.url, opts.before), opts.before + 60)
         left = pid_files(pids)
-        allowed = {n % w for w in workers
-                   for n in ("perf-%d.map", "jit-%d.dump", "jit-%d.dump.inline")}
+        allowed = {os.path.basename(f) for w in workers for f in ljptest.tmp_files(w)}
         ok = ljptest.report(set(left) <= allowed,
                             "in /tmp only the running workers' perf map and jitdump: %s"
                             % left) and ok
@@ -250,13 +249,7 @@ def run(opts):
         return ok
     finally:
         ngx.stop()
-        for p in pids:
-            for f in ("/tmp/perf-%d.map" % p, "/tmp/jit-%d.dump" % p,
-                      "/tmp/jit-%d.dump.inline" % p):
-                try:
-                    os.unlink(f)
-                except OSError:
-                    pass
+        ljptest.remove_tmp_files(pids)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -150,9 +150,8 @@ def start_host(s, args=()):
 
 
 def check_tmp_clean(pid, what):
-    left = [f for f in ["/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
-                        "/tmp/jit-%d.dump.inline" % pid] +
-            glob.glob("/tmp/jitted-%d-*.so" % pid) if os.path.exists(f)]
+    left = [f for f in t.ljptest.tmp_files(pid) + glob.glob("/tmp/jitted-%d-*.so" % pid)
+            if os.path.exists(f)]
     t.check(not left, "%s: nothing of pid %d left in /tmp (%s)" % (what, pid, left))
 
 

@@ -28,6 +28,9 @@ import shlex
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import ljptest  # noqa: E402
+
 VALGRIND = ["valgrind", "--error-exitcode=99", "-q"]
 
 # "[C]: at 0x55d0c0ffee00" lines in tracebacks name a C function by address;
@@ -83,12 +86,7 @@ def remove_perf_files(pid):
     """A patched VM run with perf output enabled (e.g. --patched-env
     LUAJIT_PERF=1) leaves /tmp/perf-PID.map and jit-PID.dump behind; they
     belong to this test run, so remove them."""
-    for path in ("/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
-                 "/tmp/jit-%d.dump.inline" % pid):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    ljptest.remove_tmp_files([pid])
 
 
 def describe_status(rc):

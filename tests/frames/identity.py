@@ -161,6 +161,17 @@ def recording_on(events, t):
     return on
 
 
+def surely_off(events, t, margin=200000):
+    """Recording off at T and not switched on within MARGIN ns after it (the
+    program reports ON only after the switch)."""
+    last = None
+    for when, state in events:
+        if when > t:
+            return last is False and when > t + margin
+        last = state
+    return last is False
+
+
 def trace_ok(seq, expected):
     """Records form a prefix of an expected sequence; the trace's owner (the
     last name) is one of the functions after it."""
@@ -195,9 +206,20 @@ def test():
             T.fail("the program reported no recording switches")
         counts = {"exact": [0, 0], "trace": [0, 0]}
         bad = {}
+        off = [0, 0]  # toggles: samples while off without Lua frames, all
         for s in samples:
             t = T.time_ns(s)
             if events and not recording_on(events, t):
+                # Switched off: rbp is the VM entry's record again (no Lua
+                # frame, a trace's own aside), never a record left over.
+                kind = selected(s, res, t, target) if surely_off(events, t) else None
+                if kind is not None:
+                    seq = lua_sequence(s, res, t)
+                    off[0] += seq is not None and len(seq) <= (kind == "trace")
+                    off[1] += 1
+                    if seq and len(seq) > (kind == "trace"):
+                        key = "off: %s" % " -> ".join(seq)
+                        bad[key] = bad.get(key, 0) + 1
                 continue
             kind = selected(s, res, t, target)
             if kind is None:
@@ -218,6 +240,11 @@ def test():
                       % (total, target, MIN_SAMPLES))
         if mode == "joff":
             ok &= T.report(counts["trace"][1] == 0, "no trace samples with -joff")
+        if case == "toggles":
+            ok &= T.report(off[1] >= MIN_SAMPLES and off[0] / max(off[1], 1) >= NEED,
+                           "switched off: %d of %d samples in %s show no Lua frame "
+                           "(need %d samples, %.1f%%)" % (off[0], off[1], target,
+                                                          MIN_SAMPLES, 100 * NEED))
         for kind in ("exact", "trace"):
             good, picked = counts[kind]
             if picked:

@@ -334,16 +334,13 @@ void *lj_fprec_exit(lua_State *L, const BCIns *pc)
   return fprec_link(L, stop, pc, FP_WRITE, NULL);
 }
 
-/* Recording was switched on in a C function the interpreter of L called
-** (lj_gc_step from a handler, or a C function that allocates): the
-** interpreter's rbp, saved by that function below L's C frame, still points
-** at the VM entry record. Fixed to L's top record, so samples taken before
-** the next frame change walk all frames. The slot is found by following
-** frame pointers from here; only stack words between this frame and L's C
-** frame are read. Not found (called from a trace, whose exit relinks; a
-** caller without frame pointers): left alone.
+/* The slot holding the rbp of L's running interpreter, saved by the C
+** function it called (lj_gc_step from a handler, or a C function): found by
+** following frame pointers from here to just below L's C frame; only stack
+** words in between are read. NULL if not there: called from a trace or its
+** exit, the GC or the compiler, or a caller without frame pointers.
 */
-void lj_fprec_fixrbp(lua_State *L)
+static void **fprec_topslot(lua_State *L)
 {
   void **p = (void **)__builtin_frame_address(0), **slot;
   int32_t st = G(L)->vmstate;
@@ -351,19 +348,65 @@ void lj_fprec_fixrbp(lua_State *L)
   ** further), not in a trace (st >= 0), its exit, the GC or the compiler. */
   if (st >= 0 || st == ~LJ_VMST_GC || st == ~LJ_VMST_EXIT ||
       st == ~LJ_VMST_RECORD || st == ~LJ_VMST_OPT || st == ~LJ_VMST_ASM ||
-      !L->cframe ||
-      gcref(G(L)->cur_L) != obj2gco(L) || !G(L)->fprec_on)
-    return;
+      !L->cframe || gcref(G(L)->cur_L) != obj2gco(L))
+    return NULL;
   slot = (void **)((char *)cframe_raw(L->cframe) - 16);  /* {rbp, ret} */
   while (p < slot) {
     void **q = (void **)p[0];
-    if (q <= p || q > slot) return;
+    if (q <= p || q > slot) return NULL;
     p = q;
   }
-  if (p == slot && fprec_invm(slot[1])) {
+  return p == slot && fprec_invm(slot[1]) ? slot : NULL;
+}
+
+/* Recording was switched on in a C function the interpreter of L called:
+** its saved rbp still points at the VM entry record. Fixed to L's top
+** record, so samples taken before the next frame change walk all frames.
+** Not found: left alone (a trace exit relinks).
+*/
+void lj_fprec_fixrbp(lua_State *L)
+{
+  void **slot = G(L)->fprec_on ? fprec_topslot(L) : NULL;
+  if (slot) {
     void *top = fprec_link(L, NULL, NULL, FP_TOP, NULL);
     if (top) *slot = top;
   }
+}
+
+/* Is P inside one of G's record areas? */
+static int fprec_inareas(global_State *g, void *p)
+{
+  char *c;
+  for (c = g->fprec_chunks; c; c = *(char **)c)
+    if ((size_t)((char *)p - c) < FPREC_CHUNK*FPREC_AREA) return 1;
+  return 0;
+}
+
+/* Recording stopped: the interpreters running now (L's, and those below
+** each VM entry of every thread) must not keep an rbp into the records,
+** since with recording off only trace exits reset rbp. Each saved rbp that
+** points into an area goes back to its interpreter's VM entry record.
+** Slots not found (no frame pointers on the way) stay until that VM entry
+** returns; stacks sampled meanwhile show stale Lua frames, nothing worse
+** (areas stay mapped while their thread lives).
+*/
+static void fprec_unlink(lua_State *L)
+{
+  global_State *g = G(L);
+  void **slot = fprec_topslot(L);
+  GCobj *o;
+  if (slot && fprec_inareas(g, *slot))
+    *slot = fprec_cfrec(L->cframe);
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TTHREAD) {
+      void *cf;
+      for (cf = gco2th(o)->cframe; cf; cf = cframe_prev(cframe_raw(cf))) {
+	slot = fprec_vmslot(cf);
+	if (slot && fprec_inareas(g, *slot))
+	  *slot = fprec_cfrec((char *)slot + 16);  /* Its rsp: its C frame. */
+	if (cframe_canyield(cf)) break;  /* A coroutine's first VM entry. */
+      }
+    }
 }
 
 /* -- Dispatch ------------------------------------------------------------ */
@@ -383,12 +426,16 @@ ASMFunction lj_fprec_ins(uint8_t mode, BCOp op)
 }
 
 /* Called by lj_dispatch_update when the mode changes. Swaps the static
-** call/return handlers when DISPMODE_FPREC changed; returns the mode bits
-** whose dispatch entries must be redone (all after a swap).
+** call/return handlers and the return-to-Lua target when DISPMODE_FPREC
+** changed; returns the mode bits whose dispatch entries must be redone (all
+** after a swap).
 */
 uint8_t lj_fprec_dispatch(ASMFunction *disp, uint8_t oldmode, uint8_t mode)
 {
   if (((oldmode ^ mode) & DISPMODE_FPREC)) {
+    global_State *g = (global_State *)((char *)disp + GG_DISP2G);
+    g->fprec_retz = (mode & DISPMODE_FPREC) ? (void *)lj_vm_fp_retz :
+		    lj_vm_fp_retaddr();
 #define FPREC_STATIC_S(name) \
     disp[GG_LEN_DDISP+BC_##name] = lj_fprec_ins(mode, BC_##name);
 #define FPREC_STATIC_H(name)
@@ -454,6 +501,7 @@ void lj_fprec_stop(lua_State *L)
   if (g->fprec_on) {
     g->fprec_on = 0;
     fprec_dispatch_update(g);
+    fprec_unlink(L);
   }
 }
 

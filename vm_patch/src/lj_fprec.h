@@ -30,6 +30,14 @@ enum { FPREC_NVARIANT = 0 FPRECDEF(FPREC_ONE) };
 FPRECDEF(FPREC_DECL)
 #undef FPREC_DECL
 
+/* Where the VM goes to return to a Lua frame (g->fprec_retz): BC_RET_Z,
+** whose address lj_vm_fp_retaddr() gives, or with recording on
+** lj_vm_fp_retz, which first points rbp at the record of that frame.
+*/
+LJ_ASMF void lj_vm_fp_retz(void);
+LJ_ASMF void *lj_vm_fp_retaddr(void);
+#define lj_fprec_init(g)	((g)->fprec_retz = lj_vm_fp_retaddr())
+
 /* Dispatch mode bits wanted by recording (lj_dispatch_update). */
 #define lj_fprec_mode(g)	((g)->fprec_on ? DISPMODE_FPREC : 0)
 
@@ -49,6 +57,7 @@ LJ_FUNCA void *lj_fprec_exit(lua_State *L, const BCIns *pc);
 
 #else
 
+#define lj_fprec_init(g)			UNUSED(g)
 #define lj_fprec_mode(g)			0
 #define lj_fprec_start(L)			(UNUSED(L), 0)
 #define lj_fprec_stop(L)			UNUSED(L)

@@ -537,47 +537,57 @@ static BCLine perf_snapline(GCtrace *T, SnapShot *snap, GCproto *pt)
 ** Chunk names live in FILES (one per function, freed by the caller). 0:
 ** none (not tracked since the trace's start, or no memory).
 */
+#define PERF_INL_NFILE	8	/* Chunk names kept on the stack per trace. */
+
+/* A chunk name beyond the first PERF_INL_NFILE of a trace (malloc). */
+typedef struct PerfFile {
+  struct PerfFile *next; GCstr *cs; char s[PERF_NAMESZ];
+} PerfFile;
+
 typedef struct PerfInl {
-  LJPInlNode *node; size_t nnode;
+  LJPInlNode *node; size_t nnode;	/* node, range, map, cnode: one block */
   LJPInlRange *range; size_t nrange;
   uint32_t *map;		/* Position node -> node + 1 written, or 0. */
   int32_t *cnode;	/* Position node of each code entry, or -1. */
-  char **files; GCstr **fcs; size_t nfile;
   uint32_t traceno, root, link, linknode;	/* See LJPInline. */
-} PerfInl;
+  PerfFile *more;			/* Chunk names beyond files[]. */
+  GCstr *fcs[PERF_INL_NFILE]; size_t nfile;	/* Chunk names seen... */
+  char files[PERF_INL_NFILE][PERF_NAMESZ];	/* ...and their file names */
+} PerfInl;  /* Cleared up to files. */
 
 static void perf_inl_free(PerfInl *pi)
 {
-  size_t i;
-  for (i = 0; i < pi->nfile; i++) free(pi->files[i]);
-  free(pi->node); free(pi->range); free(pi->map); free(pi->cnode);
-  free(pi->files); free(pi->fcs);
+  while (pi->more) {
+    PerfFile *f = pi->more;
+    pi->more = f->next;
+    free(f);
+  }
+  free(pi->node);
 }
 
 /* The chunk name of PT, kept in PI once per chunk (NULL: no memory). A
 ** library function's chunk name is "builtin": not shared with its chunk's. */
 static const char *perf_inl_file(PerfInl *pi, GCproto *pt)
 {
-  char buf[PERF_NAMESZ];
-  PerfBuf b = { buf, 0, sizeof(buf) };
   GCstr *cs = perf_isbuiltin(pt) ? NULL : proto_chunkname(pt);
+  PerfBuf b = { NULL, 0, PERF_NAMESZ };
+  PerfFile *f;
   size_t i;
   for (i = pi->nfile; i-- > 0; )
     if (pi->fcs[i] == cs) return pi->files[i];
-  if ((pi->nfile & (pi->nfile + 1)) == 0 || pi->nfile == 0) {  /* 0,1,3,7.. */
-    size_t sz = 2*pi->nfile + 2;
-    char **f = (char **)realloc(pi->files, sz*sizeof(char *));
-    GCstr **c;
-    if (!f) return NULL;
-    pi->files = f;
-    if (!(c = (GCstr **)realloc(pi->fcs, sz*sizeof(GCstr *)))) return NULL;
-    pi->fcs = c;
+  for (f = pi->more; f; f = f->next)
+    if (f->cs == cs) return f->s;
+  if (pi->nfile < PERF_INL_NFILE) {
+    pi->fcs[pi->nfile] = cs;
+    b.p = pi->files[pi->nfile++];
+  } else {
+    if (!(f = (PerfFile *)malloc(sizeof(PerfFile)))) return NULL;
+    f->cs = cs; f->next = pi->more; pi->more = f;
+    b.p = f->s;
   }
-  buf[0] = '\0';
+  b.p[0] = '\0';
   pb_chunk(&b, pt);
-  if (!(pi->files[pi->nfile] = strdup(buf))) return NULL;
-  pi->fcs[pi->nfile] = cs;
-  return pi->files[pi->nfile++];
+  return b.p;
 }
 
 static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
@@ -589,11 +599,17 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   if (!tp || !tp->valid || !tp->nnode || !tp->nmark ||  /* Not this trace's? */
       (tp->ncode && (tp->code[tp->ncode-1].mcp < mc || tp->code[0].mcp >= end)))
     return 0;
-  pi->map = (uint32_t *)calloc(tp->nnode, sizeof(uint32_t));
-  pi->range = (LJPInlRange *)malloc((tp->ncode + 1) * sizeof(LJPInlRange));
-  pi->node = (LJPInlNode *)malloc(tp->nnode * sizeof(LJPInlNode));
-  pi->cnode = (int32_t *)malloc((tp->ncode + 1) * sizeof(int32_t));
-  if (!pi->map || !pi->range || !pi->node || !pi->cnode) return 0;
+  {  /* One block: 8-byte aligned arrays first. */
+    size_t nn = tp->nnode, nc = (size_t)tp->ncode + 1;
+    char *blk = (char *)malloc(nn*sizeof(LJPInlNode) + nc*sizeof(LJPInlRange) +
+			       nn*sizeof(uint32_t) + nc*sizeof(int32_t));
+    if (!blk) return 0;
+    pi->node = (LJPInlNode *)blk;
+    pi->range = (LJPInlRange *)(blk + nn*sizeof(LJPInlNode));
+    pi->map = (uint32_t *)(pi->range + nc);
+    pi->cnode = (int32_t *)(pi->map + nn);
+    memset(pi->map, 0, nn*sizeof(uint32_t));
+  }
   head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
   tail = lj_tracepos_node(tp, ~(IRRef)0);  /* The last: where it links. */
   for (i = tp->ncode, k = 0; i-- > 0; ) {  /* Rising refs, rising marks. */
@@ -663,7 +679,7 @@ static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
   char pname[PERF_NAMESZ];
   PERF_LINES_INIT(pl, lstack);
   nbuf[0] = ownbuf[0] = '\0';
-  memset(&pi, 0, sizeof(pi));
+  memset(&pi, 0, offsetof(PerfInl, files));
   perf_names_get(pt, pname, sizeof(pname));
   pb_label(&ob, pt, pname, fbuf);
   pb_raw(&nb, "TRACE_");

@@ -241,10 +241,9 @@ static inline int ljp_put(int fd, LJPBuf *pend, off_t *off, int defer,
 /* Writes V in lowercase hex, no 0x, to DST (room for 16). Returns its length. */
 static inline size_t ljp_hex(char *dst, uint64_t v)
 {
-  char tmp[16];
-  size_t n = 0;
-  do { tmp[n++] = "0123456789abcdef"[v & 15]; v >>= 4; } while (v);
-  for (size_t i = 0; i < n; i++) dst[i] = tmp[n - 1 - i];
+  size_t n = (size_t)(67 - __builtin_clzll(v | 1)) >> 2;  /* Digits. */
+  char *p = dst + n;
+  do { *--p = "0123456789abcdef"[v & 15]; v >>= 4; } while (p > dst);
   return n;
 }
 

@@ -18,6 +18,7 @@ Both VMs must print the same checksum, else the program is FAILED (exit 1).
   icount.py --only fib,calls --modes joff
   icount.py --settings off,frames           # LUAJIT_PERF unset / =frames
   icount.py --scale 0.2                     # bigger runs (default 0.05)
+  icount.py --modes jit --layouts 7         # JIT: median over 7 heap layouts
 
 Settings: off (LUAJIT_PERF unset), or any LUAJIT_PERF value (frames, map,
 jitdump, 1). Counts include the VM's start-up (~1M instructions): sizes
@@ -29,6 +30,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,16 +38,20 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as wallclock  # noqa: E402  (program sizes and checksum format)
+import layout  # noqa: E402  (the layout-shifting wrapper)
 
 IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def count(vm, mode, prog, size, env, tmp):
-    """Instructions of one run, and its checksum (None and a reason if not)."""
+def count(vm, mode, prog, size, env, tmp, pad=None):
+    """Instructions of one run, and its checksum (None and a reason if not).
+    PAD: run under layout.py's wrapper with that many padding tables."""
     out = os.path.join(tmp, "cg.out")
     cmd = ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no",
            "--smc-check=all-non-file", "--cachegrind-out-file=" + out, vm]
     cmd += (["-joff"] if mode == "joff" else [])
+    if pad is not None:
+        cmd += [os.path.join(tmp, "layout.lua"), str(pad)]
     cmd += [os.path.join(wallclock.PROGS, prog + ".lua"), str(size)]
     p = subprocess.Popen(cmd, env=env, cwd=wallclock.PROGS, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -70,6 +76,23 @@ def scaled(prog, size, scale):
     return max(1, int(round(size * scale)))
 
 
+def counts(vm, mode, prog, size, env, tmp, layouts):
+    """Median instructions over LAYOUTS heap layouts (1: the program alone),
+    the checksum, or None, None and a reason."""
+    if layouts == 1:
+        return count(vm, mode, prog, size, env, tmp)
+    ns, sums = [], set()
+    for pad in range(layouts):
+        n, sm, err = count(vm, mode, prog, size, env, tmp, pad)
+        if err:
+            return None, None, "layout %d: %s" % (pad, err)
+        ns.append(n)
+        sums.add(sm)
+    if len(sums) != 1:
+        return None, None, "checksums differ between layouts: %s" % sorted(sums)
+    return int(statistics.median(ns)), sums.pop(), None
+
+
 def env_for(setting, base_env):
     env = dict(base_env)
     if setting != "off":
@@ -88,7 +111,14 @@ def main():
                     help="patched VM settings: off or LUAJIT_PERF values (default off,frames,1)")
     ap.add_argument("--scale", type=float, default=0.05,
                     help="multiply run.py's sizes (default 0.05)")
+    ap.add_argument("--layouts", type=int, default=1,
+                    help="median over this many heap layouts (bench/layout.py's "
+                         "padding, 0..N-1 tables) per VM; JIT counts follow the "
+                         "layout (fib: 0.7-1.4x between layouts), so use >= 5 "
+                         "there (default 1: the program alone)")
     opts = ap.parse_args()
+    if opts.layouts < 1:
+        sys.exit("icount.py: --layouts must be >= 1")
 
     for tool in ("valgrind", "setarch"):
         if not shutil.which(tool):
@@ -118,6 +148,8 @@ def main():
         base_env.pop(k, None)
     tmp = tempfile.mkdtemp(prefix="ljbench-icount-")
     base_env["LUAJIT_PERF_DIR"] = tmp   # jitdumps of "1" runs land here
+    with open(os.path.join(tmp, "layout.lua"), "w") as f:
+        f.write(layout.WRAPPER)
     failed = 0
     ratios = {(m, s): [] for m in modes for s in settings}
     try:
@@ -127,14 +159,15 @@ def main():
             for prog in progs:
                 size = scaled(prog, wallclock.SIZES[prog][0 if mode == "jit" else 1],
                               opts.scale)
-                n0, sum0, err = count(base, mode, prog, size, base_env, tmp)
+                n0, sum0, err = counts(base, mode, prog, size, base_env, tmp, opts.layouts)
                 if err:
                     print("%-14s %-4s FAILED (base): %s" % (prog, mode, err))
                     failed += 1
                     continue
                 cells = []
                 for s in settings:
-                    n, sm, err = count(patched, mode, prog, size, env_for(s, base_env), tmp)
+                    n, sm, err = counts(patched, mode, prog, size, env_for(s, base_env), tmp,
+                                        opts.layouts)
                     if err or sm != sum0:
                         print("%-14s %-4s FAILED (%s): %s" % (prog, mode, s,
                               err or "checksum %s, base %s" % (sm, sum0)))

@@ -10,10 +10,13 @@ set(LJPERF_LUAJIT "debian" CACHE STRING
     "Debian 12 LuaJIT source package without LJPERF_LUAJIT_SOURCE: debian (luajit) or openresty (luajit2)")
 set_property(CACHE LJPERF_LUAJIT PROPERTY STRINGS debian openresty)
 
-# The series: every file under vm_patch/ (a change re-runs configure).
+# The series: every file under vm_patch/ (a change re-runs configure, which
+# re-applies it to fresh copies of the trees).
 file(GLOB_RECURSE LJPERF_PATCH_FILES CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/vm_patch/*")
 list(SORT LJPERF_PATCH_FILES)
+# (The glob re-runs configure when files come or go; this, when one changes.)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${LJPERF_PATCH_FILES})
 set(LJPERF_PATCH_HASH "")
 foreach(f IN LISTS LJPERF_PATCH_FILES)
   file(SHA256 "${f}" h)

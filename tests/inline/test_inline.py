@@ -214,6 +214,46 @@ def case_format(s):
         t.fail("a bad header raises")
     except ValueError:
         pass
+    many_chunks(s, jitdump)
+
+
+MODULES = 11  # more chunks than the emitter keeps on its stack per trace
+
+
+def many_chunks(s, jitdump):
+    """One loop trace inlines a function from each of MODULES chunks: its
+    DEBUG_INFO names every chunk's file at that function's body line (3)."""
+    d = s.path("many")
+    os.makedirs(d)
+    for i in range(1, MODULES + 1):
+        with open(os.path.join(d, "mod%d.lua" % i), "w") as f:
+            f.write("local M = {}\nfunction M.f(x)\n  return x * %d + 1\nend\nreturn M\n" % i)
+    calls = " + ".join("m[%d].f(i)" % i for i in range(1, MODULES + 1))
+    with open(os.path.join(d, "main.lua"), "w") as f:
+        f.write("package.path = %r .. package.path\n"
+                "local m = {}\nfor i = 1, %d do m[i] = require('mod' .. i) end\n"
+                "local s = 0\nfor i = 1, 300000 do s = (s + %s) %% 1000003 end\n"
+                "print(s)\n" % (d + "/?.lua;", MODULES, calls))
+    out = s.path("many-out")
+    os.makedirs(out)
+    r = subprocess.run([t.built("bin", "luajit"), os.path.join(d, "main.lua")],
+                       env=s.env({"LUAJIT_PERF": "jitdump", "LUAJIT_PERF_DIR": out}),
+                       capture_output=True, text=True, timeout=120)
+    t.check(r.returncode == 0, "the %d-module program runs: %s" % (MODULES, r.stderr[-200:]))
+    dumps = glob.glob(os.path.join(out, "jit-*.dump"))
+    t.check(len(dumps) == 1, "one jitdump for the %d-module program" % MODULES)
+    s.pids.add(int(os.path.basename(dumps[0])[4:-5]))
+    info, best = {}, set()
+    for rec in jitdump.read(dumps[0]):
+        if isinstance(rec, jitdump.DebugInfo):
+            info[rec.code_addr] = rec
+        elif isinstance(rec, jitdump.CodeLoad) and rec.name.startswith("TRACE_") and \
+                "main.lua" in rec.name.split("::")[1] and rec.code_addr in info:
+            got = {(os.path.basename(f), line) for _, line, _, f in info[rec.code_addr].entries}
+            best = max(best, got, key=len)
+    want = {("mod%d.lua" % i, 3) for i in range(1, MODULES + 1)}
+    t.check(want <= best, "a loop trace's DEBUG_INFO has line 3 of all %d modules (missing %s)"
+            % (MODULES, sorted(want - best)))
 
 
 DETSEED = "detseed.so"

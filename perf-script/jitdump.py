@@ -30,6 +30,7 @@ problems found by validate(); exit status 1 if there are problems.
 
 import collections
 import heapq
+import os
 import struct
 import sys
 
@@ -274,12 +275,21 @@ def _check_lines(off, info, load):
     return out
 
 
+USAGE = "usage: jitdump.py FILE [-v]   (record counts and problems; -v: every record)\n"
+
+
 def _main(argv):
     args = [a for a in argv[1:] if a != "-v"]
+    if args in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE)
+        return 0
     if len(args) != 1:
-        sys.stderr.write("usage: jitdump.py FILE [-v]\n")
+        sys.stderr.write(USAGE)
         return 2
     path, verbose = args[0], "-v" in argv[1:]
+    if not os.path.isfile(path):
+        sys.stderr.write("jitdump.py: %s: no such file\n" % path)
+        return 2
     problems = validate(path)
     counts, first, last, nlines = collections.Counter(), None, None, 0
     try:

@@ -35,8 +35,11 @@ NOFP_SYMS = {"pthread_atfork", "atexit", "at_quick_exit", "__stack_chk_fail_loca
              "register_tm_clones"}
 # Our functions that only frame-pointer-less code calls: the chain above them
 # is that code's (lj_err_unwind_dwarf: the personality routine libgcc_s's
-# unwinder calls while an error unwinds).
-CALLED_BY_NOFP = {"lj_err_unwind_dwarf"}
+# unwinder calls while an error unwinds; the emitter's set-up run by libc's
+# pthread_once and its fork handlers run by libc's fork: a sample in their
+# first or last instructions reads libc's rbp, whatever it holds).
+CALLED_BY_NOFP = {"lj_err_unwind_dwarf", "ljp_register_atfork", "perf_register_atexit",
+                  "ljp_fork_prepare", "ljp_fork_parent", "ljp_fork_child"}
 # The program is ending once one of these is on the stack: lua_close and
 # os.exit(code, true) free the Lua frames under their callers' C frames, and
 # libc's exit runs our exit handler (perf_atexit) from frameless code.

@@ -4,21 +4,24 @@
 ** file, because perf inject warns once per record of a type it does not
 ** know (perf 6.1: "next_entry: unknown record type").
 **
-** Format (text; lj_merge's ljresolve.py reads it):
-**   ljperf-inline 1\n                         once, at the top
-**   T INDEX ADDR SIZE NNODE NRANGE TRACENO ROOT LINK LINKNODE\n
-**                                             a trace: the CODE_LOAD INDEX
-**   N PC PARENT\n   (NNODE lines)             frame at bytecode PC (the
+** Format (binary, little-endian as the x86-64 VM writes it; lj_merge's
+** jitinline.py reads it; no formatting on the per-trace path):
+**   "ljperf-inline 2\n"                        16 bytes, once, at the top
+**   per trace, one record of
+**     u64 INDEX ADDR SIZE; u32 NNODE NRANGE TRACENO ROOT LINK LINKNODE
+**                                            48 bytes; INDEX: the trace's
+**                                            CODE_LOAD code_index
+**     NNODE x { u64 PC; u32 PARENT; u32 0 }  a frame at bytecode PC (the
 **        interpreter's link convention: after the running instruction or
-**        the call); PARENT: its caller's N line (1-based), 0: the trace's
+**        the call); PARENT: its caller's node (1-based), 0: the trace's
 **        root frame
-**   R OFF NODE\n    (NRANGE lines)            from ADDR+OFF (ascending) to the
-**        next range or ADDR+SIZE: N line NODE's frames; 0: the root frame's
+**     NRANGE x { u32 OFF; u32 NODE }         from ADDR+OFF (ascending) to
+**        the next range or ADDR+SIZE: node NODE's frames; 0: the root
+**        frame's
 **   TRACENO is the trace's number, ROOT its root trace's (whose root frame
 **   the nodes count from; TRACENO for a root trace); LINK the root trace it
-**   jumps into at its end (0: none), with the frames of N line LINKNODE (0:
+**   jumps into at its end (0: none), with the frames of node LINKNODE (0:
 **   the root frame's).
-** All numbers are lowercase hex without 0x (formatted without stdio).
 ** Invariants: a trace's lines are one write(2) (or one batch); after a
 ** failed or short write the file is cut back to its last complete trace.
 */
@@ -32,7 +35,13 @@ static struct {
   LJPBuf pend;		/* traces of a batch, not yet written */
 } ljp_inl = { .f.fd = -1 };
 
-static const char ljp_inl_head[] = "ljperf-inline 1\n";
+static const char ljp_inl_head[] = "ljperf-inline 2\n";
+
+/* A record's head, as in the file (no padding). */
+typedef struct LJPInlHead {
+  uint64_t index, addr, size;
+  uint32_t nnode, nrange, traceno, root, link, linknode;
+} LJPInlHead;
 
 static void ljp_inl_release(void)
 {
@@ -79,42 +88,25 @@ int ljp_inl_open(pid_t pid, const char *dir)
 
 int ljp_inl_isopen(void) { return ljp_inl.f.fd >= 0; }
 
-/* Appends to the scratch record TAG, then each of the N numbers in hex
-** after a space, then a newline. 0, or -1: no memory. */
-static int ljp_inl_line(char tag, int n, const uint64_t *v)
-{
-  LJPBuf *b = &ljp_inl.rec;
-  if (ljp_buf_reserve(b, 2 + 17 * (size_t)n) < 0) return -1;
-  b->p[b->len++] = tag;
-  for (int i = 0; i < n; i++) {
-    b->p[b->len++] = ' ';
-    b->len += ljp_hex(b->p + b->len, v[i]);
-  }
-  b->p[b->len++] = '\n';
-  return 0;
-}
-
 void ljp_inl_trace(uint64_t index, uint64_t addr, uint64_t size,
 		   const LJPInline *t, int defer)
 {
-  uint64_t head[9] = { index, addr, size, t->nnode, t->nrange, t->traceno,
-		       t->root, t->link, t->linknode };
-  ljp_inl.rec.len = 0;
-  if (ljp_inl_line('T', 9, head) < 0) goto nomem;
-  for (size_t i = 0; i < t->nnode; i++) {
-    uint64_t v[2] = { t->node[i].pc, t->node[i].parent };
-    if (ljp_inl_line('N', 2, v) < 0) goto nomem;
+  LJPBuf *b = &ljp_inl.rec;
+  LJPInlHead h = { index, addr, size, (uint32_t)t->nnode, (uint32_t)t->nrange,
+		   t->traceno, t->root, t->link, t->linknode };
+  size_t nn = t->nnode * sizeof(LJPInlNode), nr = t->nrange * sizeof(LJPInlRange);
+  b->len = 0;
+  if (ljp_buf_reserve(b, sizeof(h) + nn + nr) < 0) {
+    ljp_inl_fail(NULL, ENOMEM);
+    return;
   }
-  for (size_t i = 0; i < t->nrange; i++) {
-    uint64_t v[2] = { t->range[i].off, t->range[i].node };
-    if (ljp_inl_line('R', 2, v) < 0) goto nomem;
-  }
+  memcpy(b->p, &h, sizeof(h));
+  memcpy(b->p + sizeof(h), t->node, nn);
+  memcpy(b->p + sizeof(h) + nn, t->range, nr);
+  b->len = sizeof(h) + nn + nr;
   if (ljp_put(ljp_inl.f.fd, &ljp_inl.pend, &ljp_inl.f.off, defer,
-	      ljp_inl.rec.p, ljp_inl.rec.len, NULL, 0) < 0)
+	      b->p, b->len, NULL, 0) < 0)
     ljp_inl_fail(NULL, errno);
-  return;
-nomem:
-  ljp_inl_fail(NULL, ENOMEM);
 }
 
 void ljp_inl_flush(void)

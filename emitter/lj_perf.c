@@ -551,6 +551,7 @@ typedef struct PerfInl {
   int32_t *cnode;	/* Position node of each code entry, or -1. */
   uint32_t traceno, root, link, linknode;	/* See LJPInline. */
   PerfFile *more;			/* Chunk names beyond files[]. */
+  const PerfChunk *chunk;	/* The root function's chunk name. */
   GCstr *fcs[PERF_INL_NFILE]; size_t nfile;	/* Chunk names seen... */
   char files[PERF_INL_NFILE][PERF_NAMESZ];	/* ...and their file names */
 } PerfInl;  /* Cleared up to files. */
@@ -573,6 +574,9 @@ static const char *perf_inl_file(PerfInl *pi, GCproto *pt)
   PerfBuf b = { NULL, 0, PERF_NAMESZ };
   PerfFile *f;
   size_t i;
+  if (pi->chunk->cs == proto_chunkname(pt) &&
+      pi->chunk->builtin == perf_isbuiltin(pt))
+    return pi->chunk->s;
   for (i = pi->nfile; i-- > 0; )
     if (pi->fcs[i] == cs) return pi->files[i];
   for (f = pi->more; f; f = f->next)
@@ -595,7 +599,7 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
 {
   MCode *mc = T->mcode, *end = T->mcode + T->szmcode;
   uint32_t i, k;
-  int32_t head, tail;
+  int32_t head, tail, last;
   if (!tp || !tp->valid || !tp->nnode || !tp->nmark ||  /* Not this trace's? */
       (tp->ncode && (tp->code[tp->ncode-1].mcp < mc || tp->code[0].mcp >= end)))
     return 0;
@@ -612,34 +616,45 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   }
   head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
   tail = lj_tracepos_node(tp, ~(IRRef)0);  /* The last: where it links. */
-  for (i = tp->ncode, k = 0; i-- > 0; ) {  /* Rising refs, rising marks. */
-    IRRef ref = tp->code[i].ref;
-    while (k + 1 < tp->nmark && tp->mark[k+1].ref <= ref) k++;
-    pi->cnode[i] = (int32_t)tp->mark[k].node;  /* As lj_tracepos_node. */
-  }
-  for (i = tp->ncode + 2; i-- > 0; ) {  /* Used nodes and their callers. */
-    int32_t n = i < tp->ncode ? pi->cnode[i] : i == tp->ncode ? head : tail;
+  for (i = tp->ncode + 2, k = 0; i-- > 0; ) {  /* Rising refs, rising marks. */
+    int32_t n;
+    if (i < tp->ncode) {  /* Each entry's node, as lj_tracepos_node gives. */
+      IRRef ref = tp->code[i].ref;
+      while (k + 1 < tp->nmark && tp->mark[k+1].ref <= ref) k++;
+      n = pi->cnode[i] = (int32_t)tp->mark[k].node;
+    } else {
+      n = i == tp->ncode ? head : tail;
+    }
     for (; n >= 0 && !pi->map[n]; n = (int32_t)tp->node[n].parent - 1)
-      pi->map[n] = 1;
+      pi->map[n] = 1;  /* Used: it and its callers. */
   }
   for (k = 0; k < tp->nnode; k++)  /* In creation order: callers first. */
     if (pi->map[k]) {
       TPNode *nd = &tp->node[k];
       pi->node[pi->nnode].pc = (uint64_t)(uintptr_t)nd->pc;
       pi->node[pi->nnode].parent = nd->parent ? pi->map[nd->parent-1] : 0;
+      pi->node[pi->nnode].pad = 0;
       pi->map[k] = (uint32_t)++pi->nnode;
     }
   /* The head (entry, a side trace's parent state, below the first
-  ** instruction's code) and then each instruction's code. */
+  ** instruction's code) and then each instruction's code; a range for
+  ** each change of node. */
+  last = -2;
   for (i = tp->ncode + 1; i-- > 0; ) {  /* Ascending addresses. */
-    int32_t n = i < tp->ncode ? pi->cnode[i] : head;
-    MCode *at = i < tp->ncode ? tp->code[i].mcp : mc;
-    uint32_t node = n >= 0 ? pi->map[n] : 0;
-    uint64_t off = (uint64_t)(at - mc);
-    if (i == tp->ncode && tp->ncode && tp->code[i-1].mcp == mc) continue;  /* No head. */
-    if (pi->nrange && pi->range[pi->nrange-1].node == node) continue;
-    pi->range[pi->nrange].off = off;
-    pi->range[pi->nrange++].node = node;
+    int32_t n;
+    MCode *at;
+    if (i < tp->ncode) {
+      n = pi->cnode[i];
+      at = tp->code[i].mcp;
+    } else {
+      if (tp->ncode && tp->code[i-1].mcp == mc) continue;  /* No head. */
+      n = head;
+      at = mc;
+    }
+    if (n == last) continue;  /* Written nodes are one per node: no change. */
+    last = n;
+    pi->range[pi->nrange].off = (uint32_t)(at - mc);  /* szmcode is 32 bits */
+    pi->range[pi->nrange++].node = n >= 0 ? pi->map[n] : 0;
     if (n >= 0) {
       TPNode *nd = &tp->node[n];
       const char *file = perf_inl_file(pi, nd->pt);
@@ -680,6 +695,7 @@ static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
   PERF_LINES_INIT(pl, lstack);
   nbuf[0] = ownbuf[0] = '\0';
   memset(&pi, 0, offsetof(PerfInl, files));
+  pi.chunk = chunk;  /* fbuf's */
   perf_names_get(pt, pname, sizeof(pname));
   pb_label(&ob, pt, pname, fbuf);
   pb_raw(&nb, "TRACE_");

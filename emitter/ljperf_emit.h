@@ -60,9 +60,10 @@ void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 ** root frame only). Ranges ascend by OFF. The root frame is that of the
 ** trace's root trace (ROOT; a root trace: itself, TRACENO). A trace that
 ** ends by jumping into another root trace (LINK, else 0) does so with the
-** frames of LINKNODE there: the frames below that trace's root frame. */
-typedef struct LJPInlNode { uint64_t pc; uint32_t parent; } LJPInlNode;
-typedef struct LJPInlRange { uint64_t off; uint32_t node; } LJPInlRange;
+** frames of LINKNODE there: the frames below that trace's root frame.
+** Both are written to the file as they are: PAD must be 0. */
+typedef struct LJPInlNode { uint64_t pc; uint32_t parent, pad; } LJPInlNode;
+typedef struct LJPInlRange { uint32_t off, node; } LJPInlRange;
 typedef struct LJPInline {
   const LJPInlNode *node; size_t nnode;
   const LJPInlRange *range; size_t nrange;

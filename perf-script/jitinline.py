@@ -27,67 +27,55 @@ jitinline.py FILE prints each trace.
 """
 
 import collections
+import struct
 import sys
 
-HEAD = "ljperf-inline 1"
+HEAD = b"ljperf-inline 2\n"
+REC = struct.Struct("<3Q6I")        # index addr size nnode nrange traceno root link linknode
+NODE = struct.Struct("<QII")        # pc parent 0
+RANGE = struct.Struct("<II")        # off node
 
 Trace = collections.namedtuple("Trace",
                                "index addr size nodes ranges traceno root link linknode")
 
 
-def _trace(head, lines):
-    """A Trace from its T line's fields and the N/R lines after it."""
-    index, addr, size, nn, nr, traceno, root, link, linknode = [int(x, 16) for x in head]
+def _trace(data, at):
+    """The Trace of the record at offset AT of DATA and the offset after
+    it; ValueError if it is damaged or cut short."""
+    if at + REC.size > len(data):
+        raise ValueError("truncated")
+    index, addr, size, nn, nr, traceno, root, link, linknode = REC.unpack_from(data, at)
+    at += REC.size
+    end = at + nn * NODE.size + nr * RANGE.size
+    if end > len(data):
+        raise ValueError("truncated")
     if not 0 <= linknode <= nn:
         raise ValueError("bad link node")
-    if len(lines) != nn + nr:
-        raise ValueError("truncated")
     nodes, ranges = [], []
-    for i, ln in enumerate(lines):
-        f = ln.split()
-        if i < nn:
-            pc, parent = int(f[1], 16), int(f[2], 16)
-            if f[0] != "N" or len(f) != 3 or not 0 <= parent <= i:
-                raise ValueError("bad node line")
-            nodes.append((pc, parent))
-        else:
-            off, node = int(f[1], 16), int(f[2], 16)
-            if f[0] != "R" or len(f) != 3 or not 0 <= node <= nn or \
-                    off >= max(size, 1) or (ranges and off <= ranges[-1][0]):
-                raise ValueError("bad range line")
-            ranges.append((off, node))
-    return Trace(index, addr, size, nodes, ranges, traceno, root, link, linknode)
-
-
-def _records(f):
-    """(T line's fields, its N/R lines) of each record of F, up to a
-    truncated last line or a line outside any record."""
-    head, body = None, []
-    for ln in f:
-        if not ln.endswith("\n"):
-            break                           # truncated last line
-        if ln.startswith("T "):
-            if head is not None:
-                yield head, body
-            head, body = ln.split()[1:], []
-        elif head is None:
-            return
-        else:
-            body.append(ln)
-    if head is not None:
-        yield head, body
+    for i, (pc, parent, pad) in enumerate(NODE.iter_unpack(data[at:at + nn * NODE.size])):
+        if pad or parent > i:
+            raise ValueError("bad node")
+        nodes.append((pc, parent))
+    at += nn * NODE.size
+    for off, node in RANGE.iter_unpack(data[at:end]):
+        if node > nn or off >= max(size, 1) or (ranges and off <= ranges[-1][0]):
+            raise ValueError("bad range")
+        ranges.append((off, node))
+    return Trace(index, addr, size, nodes, ranges, traceno, root, link, linknode), end
 
 
 def read(path):
-    with open(path, "r", encoding="ascii", errors="replace") as f:
-        if f.readline().rstrip("\n") != HEAD:
-            raise ValueError("%s: not a jit-PID.dump.inline file" % path)
-        for head, body in _records(f):
-            try:
-                t = _trace(head, body)
-            except (ValueError, IndexError):
-                return                      # a damaged record ends the file
-            yield t
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(HEAD):
+        raise ValueError("%s: not a jit-PID.dump.inline file (version 2)" % path)
+    at = len(HEAD)
+    while at < len(data):
+        try:
+            t, at = _trace(data, at)
+        except ValueError:
+            return                          # a damaged record ends the file
+        yield t
 
 
 def stacks(trace):

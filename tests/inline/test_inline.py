@@ -29,6 +29,7 @@ import collections
 import glob
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -194,16 +195,28 @@ def case_format(s):
         for pc, _ in tr.nodes:
             t.check(any(p.code_addr < pc <= p.code_addr + p.code_size for p in protos),
                     "trace %d: frame PC %#x inside a prototype" % (tr.index, pc))
-    text = open(dumps[0] + ".inline").read()
-    cut = text.rindex("\nT ")                       # the last record's T line
+    data = open(dumps[0] + ".inline", "rb").read()
+    starts, at = [], 16                 # records after "ljperf-inline 2\n" (emitter/inline.c)
+    while at < len(data):
+        starts.append(at)
+        nn, nr = struct.unpack_from("<II", data, at + 24)
+        at += 48 + 16 * nn + 8 * nr
+    t.check(at == len(data) and len(starts) == len(traces),
+            "the file is %d whole records, as many as read" % len(starts))
+    last = starts[-1]
+    withnode = [k for k, st in enumerate(starts) if struct.unpack_from("<I", data, st + 24)[0]]
+    t.check(withnode, "some record has a node")
+    bad_pad = bytearray(data)
+    bad_pad[starts[withnode[-1]] + 48 + 12] = 1     # its first node's pad must be 0
     cases = {
-        "truncated line": (text[:-3], len(traces) - 1),
-        "short record": (text[:text.rindex("\nR ") + 1], len(traces) - 1),
-        "cut before a record": (text[:cut + 1], len(traces) - 1),
+        "truncated record": (data[:-3], len(traces) - 1),
+        "cut inside a record head": (data[:last + 20], len(traces) - 1),
+        "cut before a record": (data[:last], len(traces) - 1),
+        "damaged node": (bytes(bad_pad), withnode[-1]),
     }
     for what, (body, want) in cases.items():
         p = s.path("damaged.inline")
-        with open(p, "w") as f:
+        with open(p, "wb") as f:
             f.write(body)
         got = len(list(jitinline.read(p)))
         t.check(got == want, "%s: %d whole records read (%d)" % (what, want, got))

@@ -111,26 +111,26 @@ static unsigned perf_writers(unsigned mask)
 
 typedef struct PerfBuf { char *p; size_t n, sz; } PerfBuf;
 
-/* Appends LEN bytes of S (as much as fits), cleaned by ljp_name_copy. */
-static void pb_put(PerfBuf *b, const char *s, size_t len)
+/* Appends LEN bytes of S, already clean (made by pb_*), as much as fits. */
+static void pb_rawn(PerfBuf *b, const char *s, size_t len)
 {
-  if (len > b->sz - 1 - b->n) len = b->sz - 1 - b->n;
-  ljp_name_copy(b->p + b->n, s, len);
-  b->n += len;
-  b->p[b->n] = '\0';
-}
-
-static void pb_str(PerfBuf *b, const char *s) { pb_put(b, s, strlen(s)); }
-
-/* Appends S, already clean (made by pb_*), as much as fits. */
-static void pb_raw(PerfBuf *b, const char *s)
-{
-  size_t len = strlen(s);
   if (len > b->sz - 1 - b->n) len = b->sz - 1 - b->n;
   memcpy(b->p + b->n, s, len);
   b->n += len;
   b->p[b->n] = '\0';
 }
+
+static void pb_raw(PerfBuf *b, const char *s) { pb_rawn(b, s, strlen(s)); }
+
+/* Appends LEN bytes of S (as much as fits), cleaned by ljp_name_copy. */
+static void pb_put(PerfBuf *b, const char *s, size_t len)
+{
+  size_t n0 = b->n;
+  pb_rawn(b, s, len);
+  ljp_name_copy(b->p + n0, b->p + n0, b->n - n0);  /* In place. */
+}
+
+static void pb_str(PerfBuf *b, const char *s) { pb_put(b, s, strlen(s)); }
 
 /* Appends at most PERF_PARTMAX bytes of S: a longer S is cut to its head
 ** (TAIL == 0) or its tail, marked by "...", never inside a UTF-8 sequence.
@@ -161,7 +161,7 @@ static void pb_int(PerfBuf *b, long v)
   unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
   do { tmp[--i] = (char)('0' + u % 10); u /= 10; } while (u);
   if (v < 0) tmp[--i] = '-';
-  pb_put(b, tmp + i, sizeof(tmp) - i);
+  pb_rawn(b, tmp + i, sizeof(tmp) - i);  /* Digits are clean. */
 }
 
 /* A Lua function of the standard library (lj_lib.c lib_read_lfunc): its

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define LJP_MAP		1u
 #define LJP_JITDUMP	2u
@@ -107,14 +108,39 @@ void ljp_emit_drop(LJPDrop what);
 ** control characters, DEL, '(', ')' and ';' replaced by '_'. The perf map
 ** splits at whitespace, stackcollapse-perf.pl cuts a name at '(' (a lone
 ** ')' would remain) and ';' separates folded frames. */
+#define LJP_BYTES(c)	(0x0101010101010101ull * (uint64_t)(c))
+
+/* Nonzero if a byte of W, 8 bytes of a name, is one ljp_name_copy
+** replaces. (x - 0x01..) & ~x & 0x80.. is nonzero iff a byte of x is 0,
+** and with 0x21.. for x iff a byte of x is below 0x21 (exact for either). */
+static inline uint64_t ljp_name_bad8(uint64_t w)
+{
+  uint64_t p = (w | LJP_BYTES(1)) ^ LJP_BYTES(')');	/* '(' or ')' */
+  uint64_t q = w ^ LJP_BYTES(';'), d = w ^ LJP_BYTES(0x7f);
+  return (((w - LJP_BYTES(0x21)) & ~w) | ((p - LJP_BYTES(1)) & ~p) |
+	  ((q - LJP_BYTES(1)) & ~q) | ((d - LJP_BYTES(1)) & ~d)) & LJP_BYTES(0x80);
+}
+
 static inline void ljp_name_copy(char *dst, const char *src, size_t n)
 {
   /* Bit c set: byte c < 64 is replaced (0..' ', '(', ')', ';'). */
   const uint64_t low = 0x1ffffffffull | (1ull << '(') | (1ull << ')') |
 		       (1ull << ';');
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)src[i];
-    int bad = c < 64 ? (int)((low >> c) & 1) : c == 0x7f;
+  size_t i = 0;
+  for (;; i++) {
+    unsigned char c;
+    int bad;
+    if ((i & 7) == 0) {  /* Whole words with nothing to replace: copied. */
+      uint64_t w;
+      for (; n - i >= 8; i += 8) {
+	memcpy(&w, src + i, 8);
+	if (ljp_name_bad8(w)) break;
+	memcpy(dst + i, &w, 8);
+      }
+    }
+    if (i >= n) break;
+    c = (unsigned char)src[i];
+    bad = c < 64 ? (int)((low >> c) & 1) : c == 0x7f;
     dst[i] = bad ? '_' : (char)c;
   }
 }

@@ -279,9 +279,21 @@ static void fake_load(uint64_t addr, uint32_t size, const char *name, uint32_t s
 
 /* -- map: line format, dedup, sanitising, mode 0644 ----------------------- */
 
+/* Names for the cleaner: every byte but NUL, and a bad byte at each of
+** CLEAN_AT positions (the cleaner copies 8 clean bytes at a time). */
+#define CLEAN_AT	21
+static char clean_all[256];
+
+/* The cleaned form of byte C, as ljperf_emit.h documents it. */
+static char clean_ref(unsigned char c)
+{
+  return c <= ' ' || c == '(' || c == ')' || c == ';' || c == 0x7f ? '_' : (char)c;
+}
+
 static void prog_map(void *arg)
 {
   (void)arg;
+  for (int i = 0; i < 255; i++) clean_all[i] = (char)(i + 1);
   umask(077);  /* the writer must still produce 0644 */
   CCHECK(ljp_emit_open(LJP_MAP, NULL) == LJP_MAP, 3);
   ljp_emit_load(0x1000, 0x10, "f_one", NULL, NULL, 0);
@@ -291,6 +303,14 @@ static void prog_map(void *arg)
   ljp_emit_load(0x1000, 0x18, "f_one", NULL, NULL, 0);		/* new size */
   ljp_emit_load(0x3000, 0x8, NULL, NULL, NULL, 0);
   ljp_emit_load(0x2000, 0x20, "f two(x);y\n", NULL, NULL, 0);	/* dup */
+  ljp_emit_load(0x5000, 0x10, clean_all, NULL, NULL, 0);  /* bytes 1..255 */
+  for (int i = 0; i < CLEAN_AT; i++) {  /* one bad byte at each position */
+    char nm[CLEAN_AT + 1];
+    memset(nm, 'a' + i % 26, CLEAN_AT);
+    nm[i] = "\t(;)\x7f "[i % 6];
+    nm[CLEAN_AT] = '\0';
+    ljp_emit_load(0x6000 + (uint64_t)i * 16, 16, nm, NULL, NULL, 0);
+  }
   for (int pass = 0; pass < 2; pass++)  /* grows the set; second pass all dups */
     for (int i = 0; i < 3000; i++)
       ljp_emit_load(0x100000 + (uint64_t)i * 16, 16, fmt("bulk_%d", i), NULL, NULL, 0);
@@ -314,7 +334,20 @@ static void t_map(void)
   read_file(mp, m, sizeof(m));
   const char *head = "1000 10 f_one\n2000 20 f_two_x__y_\n1000 10 f_other\n1000 18 f_one\n3000 8 anon\n";
   CHECK(!strncmp(m, head, strlen(head)), "map starts with:\n%.300s\nwant:\n%s", m, head);
-  CHECK(count_lines(m) == 5 + 3000, "map has %d lines, want %d", count_lines(m), 5 + 3000);
+  CHECK(count_lines(m) == 5 + 1 + CLEAN_AT + 3000, "map has %d lines, want %d", count_lines(m),
+	5 + 1 + CLEAN_AT + 3000);
+  char want[300] = "5000 10 ";
+  for (int i = 0; i < 255; i++) want[8 + i] = clean_ref((unsigned char)(i + 1));
+  strcpy(want + 8 + 255, "\n");
+  CHECK(strstr(m, want) != NULL, "bytes 1..255 not cleaned as documented:\n%.300s", m);
+  for (int i = 0; i < CLEAN_AT; i++) {
+    char nm[CLEAN_AT + 1];
+    memset(nm, 'a' + i % 26, CLEAN_AT);
+    nm[i] = '_';
+    nm[CLEAN_AT] = '\0';
+    CHECK(strstr(m, fmt("%x 10 %s\n", 0x6000 + i * 16, nm)) != NULL,
+	  "bad byte at %d not cleaned", i);
+  }
   CHECK(strstr(m, "100000 10 bulk_0\n") && strstr(m, "10bb70 10 bulk_2999\n"), "bulk lines missing");
   CHECK(!strstr(m, "after_close"), "load after close was written");
   CHECK(!file_exists(dump_path("/tmp", r.pid)), "map-only program wrote a jitdump");

@@ -133,7 +133,7 @@ int ljp_jd_open(pid_t pid, const char *dir)
   const char *why = NULL;
   if (ljp_jd.f.fd >= 0) return 0;
   if (ljp_file_forpid(&ljp_jd.f, pid)) {  /* another process's: start over */
-    ljp_set_free(&ljp_jd.seen, 0);
+    ljp_set_free(&ljp_jd.seen);
     ljp_jd.index = 0;
   }
   if (ljp_jd.f.failed) return -1;
@@ -152,7 +152,7 @@ int ljp_jd_open(pid_t pid, const char *dir)
       .pid = (uint32_t)pid, .timestamp = ljp_jd_now()
     };
     struct iovec iov = { &h, sizeof(h) };
-    ljp_set_free(&ljp_jd.seen, 0);
+    ljp_set_free(&ljp_jd.seen);
     ljp_jd.index = 0;
     if (ljp_writev_all(ljp_jd.f.fd, &iov, 1) < 0) {
       ljp_jd_fail(NULL, errno);
@@ -284,7 +284,7 @@ void ljp_jd_close(void)
 void ljp_jd_abandon(void)
 {
   ljp_jd_release();  /* the parent's file: unmap and close, no writes */
-  ljp_set_free(&ljp_jd.seen, 0);
+  ljp_set_free(&ljp_jd.seen);
   ljp_jd.f.pid = 0; ljp_jd.f.failed = 0; ljp_jd.f.created = 0;
   ljp_jd.index = 0; ljp_jd.f.off = 0;
 }

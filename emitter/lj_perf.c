@@ -788,7 +788,7 @@ static size_t perf_all(global_State *g)
 		 proto_kgc(pt, ~(ptrdiff_t)bc_d(proto_bc(pt)[pc]))) == 0;
     }
   if (!ok) {  /* Then every prototype is a root, described without name. */
-    ljp_set_free(&haveparent, 0);
+    ljp_set_free(&haveparent);
     ljp_emit_drop(LJP_DROP_PARENT);
   }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
@@ -801,7 +801,7 @@ static size_t perf_all(global_State *g)
 	perf_children(gco2pt(o), &chunk);
       }
     }
-  ljp_set_free(&haveparent, 0);
+  ljp_set_free(&haveparent);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
       perf_trace(gco2trace(o), NULL, &chunk);

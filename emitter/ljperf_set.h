@@ -106,11 +106,9 @@ static inline void ljp_set_fill(LJPSet *s, LJPSlot *e, uint64_t h, void *p)
   s->n++;
 }
 
-/* Empties S; with FREE_P, frees every entry's pointer. */
-static inline void ljp_set_free(LJPSet *s, int free_p)
+/* Empties S (the entries' pointers are the owner's). */
+static inline void ljp_set_free(LJPSet *s)
 {
-  if (s->v && free_p)
-    for (size_t i = 0; i <= s->mask; i++) free(s->v[i].p);
   free(s->v);
   s->v = NULL; s->mask = s->n = 0;
 }

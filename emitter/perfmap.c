@@ -17,13 +17,49 @@
 typedef struct LJPMapLine { uint64_t addr, size; char name[]; } LJPMapLine;
 typedef struct LJPMapKey { uint64_t addr, size; const char *name; } LJPMapKey;
 
+/* The set's lines are allocated from blocks (one malloc per 64 KiB, not
+** per line) and freed with the set. */
+#define LJP_MAP_BLOCK	65536
+typedef struct LJPMapBlock {
+  struct LJPMapBlock *next;
+  size_t used, size;
+  char mem[];		/* 8-byte aligned: after a pointer and two sizes */
+} LJPMapBlock;
+
 static struct {
   LJPFile f;		/* off: end of the last complete line */
   char path[64];
   LJPBuf line;		/* scratch for one line */
   LJPBuf pend;		/* lines of a batch, not yet written */
   LJPSet set;		/* LJPMapLine of every line in the file */
+  LJPMapBlock *blocks;	/* where the set's lines live, newest first */
 } ljp_map = { .f.fd = -1 };
+
+static LJPMapLine *ljp_map_newline(size_t n)
+{
+  LJPMapBlock *b = ljp_map.blocks;
+  n = (n + 7) & ~(size_t)7;
+  if (!b || b->size - b->used < n) {
+    size_t sz = n > LJP_MAP_BLOCK ? n : LJP_MAP_BLOCK;
+    if (!(b = (LJPMapBlock *)malloc(sizeof(LJPMapBlock) + sz))) return NULL;
+    b->used = 0; b->size = sz;
+    b->next = ljp_map.blocks;
+    ljp_map.blocks = b;
+  }
+  b->used += n;
+  return (LJPMapLine *)(b->mem + b->used - n);
+}
+
+/* Forgets every line: the file is new or not ours. */
+static void ljp_map_forget(void)
+{
+  ljp_set_free(&ljp_map.set);
+  while (ljp_map.blocks) {
+    LJPMapBlock *b = ljp_map.blocks;
+    ljp_map.blocks = b->next;
+    free(b);
+  }
+}
 
 static int ljp_map_eq(const void *p, const void *key)
 {
@@ -48,12 +84,12 @@ int ljp_map_open(pid_t pid)
   const char *why = NULL;
   if (ljp_map.f.fd >= 0) return 0;
   if (ljp_file_forpid(&ljp_map.f, pid))  /* another process's: start over */
-    ljp_set_free(&ljp_map.set, 1);
+    ljp_map_forget();
   if (ljp_map.f.failed) return -1;
   snprintf(ljp_map.path, sizeof(ljp_map.path), "/tmp/perf-%d.map", (int)pid);
   int fresh = ljp_file_open(&ljp_map.f, ljp_map.path, O_WRONLY, 0, &why);
   if (fresh < 0) { ljp_map_fail(why, errno); return -1; }
-  if (fresh) ljp_set_free(&ljp_map.set, 1);  /* new, empty file */
+  if (fresh) ljp_map_forget();  /* new, empty file */
   return 0;
 }
 
@@ -85,7 +121,7 @@ void ljp_map_load(uint64_t addr, uint64_t size, const LJPName *name, int defer)
   if (ljp_set_reserve(&ljp_map.set) < 0) goto nomem;
   LJPSlot *e = ljp_set_slot(&ljp_map.set, h, ljp_map_eq, &key);
   if (e->h) return;  /* already in the file */
-  LJPMapLine *l = malloc(sizeof(LJPMapLine) + nl);
+  LJPMapLine *l = ljp_map_newline(sizeof(LJPMapLine) + nl);
   if (!l) goto nomem;
   l->addr = addr; l->size = size;
   memcpy(l->name, key.name, nl);
@@ -114,6 +150,6 @@ void ljp_map_abandon(void)
   ljp_map.f.fd = -1;
   ljp_buf_free(&ljp_map.line);
   ljp_buf_free(&ljp_map.pend);
-  ljp_set_free(&ljp_map.set, 1);
+  ljp_map_forget();
   ljp_map.f.pid = 0; ljp_map.f.failed = 0; ljp_map.f.created = 0;
 }

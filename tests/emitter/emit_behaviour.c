@@ -1086,11 +1086,13 @@ void *__wrap_realloc(void *p, size_t n) { return fail_alloc ? NULL : __real_real
 
 static void prog_nomem(void *arg)
 {
+  static char big[70000];  /* longer than the map's 64 KiB blocks */
   (void)arg;
+  memset(big, 'n', sizeof(big) - 1);
   CCHECK(ljp_emit_open(BOTH, g_dir) == BOTH, 3);
   for (int i = 0; i < 3; i++) fake_load(0x1000 + i * 0x100, 64, fmt("mem_%d", i), i, 3);
   fail_alloc = 1;
-  fake_load(0x9000, 64, "needs_memory", 9, 200);  /* new map entry, bigger record */
+  fake_load(0x9000, 64, big, 9, 200);  /* new map entry, bigger record */
   unsigned m = ljp_emit_begin(NULL);
   fake_load(0xa000, 64, "ignored", 10, 3);
   fail_alloc = 0;

@@ -737,6 +737,8 @@ static void perf_stubs(jit_State *J, int all)
 #define PERF_STUBGROUP_SIZE \
   (EXITSTUB_SPACING*EXITSTUBS_PER_GROUP + 2 + (LJ_GC64 ? 0 : 8) + 5)
   int i;
+  if (!all && !memcmp(J->exitstubgroup, J->perfstubs, sizeof(J->perfstubs)))
+    return;  /* No new group (the usual case after a trace). */
   for (i = 0; i < LJ_MAX_EXITSTUBGR; i++) {
     MCode *p = J->exitstubgroup[i];
     if (p && (all || p != J->perfstubs[i])) {

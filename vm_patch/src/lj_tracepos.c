@@ -29,7 +29,7 @@
 
 /* Grows *V (N used of *SZ elements of ESZ bytes) for one more. 0: no memory
 ** (positions of this trace are dropped, the trace itself is unaffected). */
-static int tp_grow(void **v, uint32_t n, uint32_t *sz, size_t esz)
+int lj_tracepos_grow(void **v, uint32_t n, uint32_t *sz, size_t esz)
 {
   if (n == *sz) {
     uint32_t nsz = *sz ? 2 * *sz : 64;
@@ -61,12 +61,13 @@ void lj_tracepos_setup(jit_State *J)
   TracePos *tp = J->tracepos;
   tp->nnode = tp->nmark = tp->ncode = tp->npath = 0;
   tp->mctop = NULL;
+  tp->base = NULL;
   tp->valid = 1;
 }
 
 /* Instructions from REF on were emitted at NODE. Marks stay sorted by REF:
 ** after the loop optimisation rolls IR back, later marks are dropped. */
-static void tp_mark(TracePos *tp, IRRef ref, uint32_t node)
+static LJ_AINLINE void tp_mark(TracePos *tp, IRRef ref, uint32_t node)
 {
   TPMark *m;
   while (tp->nmark && tp->mark[tp->nmark-1].ref > ref) tp->nmark--;
@@ -75,7 +76,7 @@ static void tp_mark(TracePos *tp, IRRef ref, uint32_t node)
     if (m->node == node) return;
     if (m->ref == ref) { m->node = node; return; }
   }
-  if (!tp_grow((void **)&tp->mark, tp->nmark, &tp->szmark, sizeof(TPMark))) {
+  if (!tp_room(tp->mark, tp->nmark, tp->szmark)) {
     tp->valid = 0;
     return;
   }
@@ -124,56 +125,95 @@ static uint32_t tp_frames(jit_State *J, GCproto **pts, const BCIns **pcs)
   return n;
 }
 
-/* Before recording an instruction: its node, sharing the callers' nodes
-** with the previous instruction where they are the same frames. */
-void lj_tracepos_ins(jit_State *J)
+/* A new node (PT, PC) at depth J of the path, its caller the one at J-1.
+** 0: no memory (positions of this trace are dropped). */
+static LJ_AINLINE int tp_push(TracePos *tp, uint32_t j, GCproto *pt, const BCIns *pc)
 {
-  TracePos *tp = J->tracepos;
+  TPNode *nd;
+  if (!tp_room(tp->node, tp->nnode, tp->sznode)) {
+    tp->valid = 0;
+    return 0;
+  }
+  nd = &tp->node[tp->nnode];
+  nd->pt = pt;
+  nd->pc = pc;
+  nd->parent = j ? tp->path[j-1] + 1 : 0;
+  tp->path[j] = tp->nnode++;
+  return 1;
+}
+
+/* The node of the instruction about to be recorded in a frame other than
+** the previous instruction's: the whole path, sharing the callers' nodes
+** with the previous path where they are the same frames. */
+static LJ_NOINLINE void tp_ins_frames(jit_State *J, TracePos *tp)
+{
   GCproto *pts[TP_MAXDEPTH];
   const BCIns *pcs[TP_MAXDEPTH];
   uint32_t n, k, j;
-  if (!tp->valid || (n = tp_frames(J, pts, pcs)) == 0) return;
+  tp->base = NULL;
+  if ((n = tp_frames(J, pts, pcs)) == 0) return;
   for (k = 0; k < n && k < tp->npath; k++) {  /* Root first. */
     TPNode *nd = &tp->node[tp->path[k]];
     if (nd->pt != pts[n-1-k] || nd->pc != pcs[n-1-k]) break;
   }
+  tp->base = J->L->base;
   if (k == n && n == tp->npath) return;  /* Same position. */
-  for (j = k; j < n; j++) {
-    TPNode *nd;
-    if (!tp_grow((void **)&tp->node, tp->nnode, &tp->sznode, sizeof(TPNode))) {
-      tp->valid = 0;
-      return;
-    }
-    nd = &tp->node[tp->nnode];
-    nd->pt = pts[n-1-j];
-    nd->pc = pcs[n-1-j];
-    nd->parent = j ? tp->path[j-1] + 1 : 0;
-    tp->path[j] = tp->nnode++;
-  }
+  for (j = k; j < n; j++)
+    if (!tp_push(tp, j, pts[n-1-j], pcs[n-1-j])) return;
   tp->npath = n;
   tp_mark(tp, J->cur.nins, tp->path[n-1]);
+}
+
+/* Before recording an instruction: its node. In the previous instruction's
+** frame (same base: same callers; a tail call may have replaced its
+** function) only the innermost node is new. */
+void lj_tracepos_ins(jit_State *J)
+{
+  TracePos *tp = J->tracepos;
+  GCfunc *fn;
+  if (!tp->valid) return;
+  if (J->L->base == tp->base && isluafunc(fn = frame_func(J->L->base - 1))) {
+    TPNode *nd = &tp->node[tp->path[tp->npath-1]];
+    const BCIns *pc = J->pc + 1;
+    if (nd->pt == funcproto(fn) && nd->pc == pc) return;  /* Same position. */
+    if (tp_push(tp, tp->npath-1, funcproto(fn), pc))
+      tp_mark(tp, J->cur.nins, tp->path[tp->npath-1]);
+    return;
+  }
+  tp_ins_frames(J, tp);
+}
+
+/* Index of the last mark with mark.ref <= REF (0 if none; NMARK > 0). */
+static uint32_t tp_find(TracePos *tp, IRRef ref)
+{
+  uint32_t lo = 0, hi = tp->nmark;
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if (tp->mark[mid].ref <= ref) lo = mid; else hi = mid;
+  }
+  return lo;
 }
 
 /* Node of IR instruction REF (instructions before the first mark, e.g. a
 ** side trace's loads of its parent's values: the first mark's), or -1. */
 int32_t lj_tracepos_node(TracePos *tp, IRRef ref)
 {
-  uint32_t lo = 0, hi = tp->nmark;
-  if (!tp->nmark) return -1;
-  while (hi - lo > 1) {  /* Last mark with mark.ref <= REF. */
-    uint32_t mid = (lo + hi) / 2;
-    if (tp->mark[mid].ref <= ref) lo = mid; else hi = mid;
-  }
-  return (int32_t)tp->mark[lo].node;
+  return tp->nmark ? (int32_t)tp->mark[tp_find(tp, ref)].node : -1;
 }
 
-/* Loop unrolling copies instruction REF of the loop body next. */
+/* Loop unrolling copies instruction REF of the loop body next. REFs rise
+** from copy to copy: the search goes on from the last copy's mark. */
 void lj_tracepos_copy(jit_State *J, IRRef ref)
 {
   TracePos *tp = J->tracepos;
-  int32_t node;
-  if (tp->valid && (node = lj_tracepos_node(tp, ref)) >= 0)
-    tp_mark(tp, J->cur.nins, (uint32_t)node);
+  uint32_t k = tp->copyk;
+  if (!tp->valid || !tp->nmark) return;
+  if (k < tp->nmark && tp->mark[k].ref <= ref)
+    while (k + 1 < tp->nmark && tp->mark[k+1].ref <= ref) k++;
+  else
+    k = tp_find(tp, ref);
+  tp->copyk = k;
+  tp_mark(tp, J->cur.nins, tp->mark[k].node);
 }
 
 /* Each (re)start of the assembly: code entries from MCTOP down. */
@@ -182,22 +222,6 @@ void lj_tracepos_asmstart(jit_State *J, MCode *mctop)
   TracePos *tp = J->tracepos;
   tp->ncode = 0;
   tp->mctop = mctop;
-}
-
-/* The code of instruction REF starts at MCP. */
-void lj_tracepos_asm(jit_State *J, IRRef ref, MCode *mcp)
-{
-  TracePos *tp = J->tracepos;
-  TPCode *c;
-  if (!tp->valid) return;
-  if (tp->ncode && tp->code[tp->ncode-1].mcp == mcp) return;  /* No code. */
-  if (!tp_grow((void **)&tp->code, tp->ncode, &tp->szcode, sizeof(TPCode))) {
-    tp->valid = 0;
-    return;
-  }
-  c = &tp->code[tp->ncode++];
-  c->mcp = mcp;
-  c->ref = ref;
 }
 
 #endif

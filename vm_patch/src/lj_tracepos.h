@@ -47,6 +47,8 @@ typedef struct TracePos {
   MCode *mctop;		/* End of the code the entries cover. */
   int valid;		/* Tracked since the trace's first instruction. */
   uint32_t npath;	/* Nodes of the last recorded instruction, root first. */
+  TValue *base;		/* Its L->base (NULL: none); its innermost frame's. */
+  uint32_t copyk;	/* Mark of the last instruction loop unrolling copied. */
   uint32_t path[TP_MAXDEPTH];
 } TracePos;
 
@@ -55,8 +57,29 @@ LJ_FUNC void lj_tracepos_setup(jit_State *J);
 LJ_FUNC void lj_tracepos_ins(jit_State *J);
 LJ_FUNC void lj_tracepos_copy(jit_State *J, IRRef ref);
 LJ_FUNC void lj_tracepos_asmstart(jit_State *J, MCode *mctop);
-LJ_FUNC void lj_tracepos_asm(jit_State *J, IRRef ref, MCode *mcp);
+LJ_FUNC int lj_tracepos_grow(void **v, uint32_t n, uint32_t *sz, size_t esz);
 LJ_FUNC int32_t lj_tracepos_node(TracePos *tp, IRRef ref);
+
+/* Room for one more element in array V (N used of SZ). 0: no memory. */
+#define tp_room(v, n, sz) \
+  ((n) < (sz) || lj_tracepos_grow((void **)&(v), (n), &(sz), sizeof(*(v))))
+
+/* The code of instruction REF starts at MCP. Once per assembled
+** instruction: inline. */
+static LJ_AINLINE void lj_tracepos_asm(jit_State *J, IRRef ref, MCode *mcp)
+{
+  TracePos *tp = J->tracepos;
+  TPCode *c;
+  if (!tp->valid) return;
+  if (tp->ncode && tp->code[tp->ncode-1].mcp == mcp) return;  /* No code. */
+  if (!tp_room(tp->code, tp->ncode, tp->szcode)) {
+    tp->valid = 0;
+    return;
+  }
+  c = &tp->code[tp->ncode++];
+  c->mcp = mcp;
+  c->ref = ref;
+}
 
 /* Tracking on (jitdump on) or off for G's traces. */
 #if LJ_HASJIT

@@ -491,6 +491,8 @@ static void perf_children(GCproto *pt, PerfChunk *chunk)
   }
 }
 
+#if LJ_HASJIT  /* -- Traces (none without the JIT) -- */
+
 static int perf_haspc(GCproto *pt, const BCIns *pc)
 {
   return pc >= proto_bc(pt) && pc < proto_bc(pt) + pt->sizebc;
@@ -752,6 +754,8 @@ static void perf_stubs(jit_State *J, int all)
 #endif
 }
 
+#endif
+
 static int perf_ptreq(const void *p, const void *key) { return p == key; }
 
 /* Adds P to the pointer set PS. 0, or -1 without memory. */
@@ -804,10 +808,12 @@ static size_t perf_all(global_State *g)
       }
     }
   ljp_set_free(&haveparent);
+#if LJ_HASJIT
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
       perf_trace(gco2trace(o), NULL, &chunk);
   perf_stubs(G2J(g), 1);
+#endif
   ljp_emit_batch_end();
   return n;
 }
@@ -840,6 +846,7 @@ void lj_perf_chunk(lua_State *L, GCproto *pt)
   ljp_emit_batch_end();  /* Written before the chunk runs. */
 }
 
+#if LJ_HASJIT
 void lj_perf_trace(jit_State *J, GCtrace *T)
 {
   global_State *g = J2G(J);
@@ -849,6 +856,7 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
   perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
   perf_trace(T, J->tracepos, &chunk);
 }
+#endif
 
 /* -- Switching ------------------------------------------------------------ */
 

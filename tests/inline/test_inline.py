@@ -273,11 +273,16 @@ DETSEED = "detseed.so"
 
 
 def jdump(s, prog, env):
+    """-jdump=m output of PROG; the session removes its perf map."""
     size = str(run.SIZES[os.path.basename(prog)[:-4]][2])      # bench/run.py --quick
-    r = subprocess.run(["setarch", "-R", t.built("bin", "luajit"), "-jdump=m", prog, size],
-                       env=env, capture_output=True, text=True, timeout=120)
-    t.check(r.returncode == 0, "%s runs: %s" % (prog, r.stderr[-200:]))
-    return r.stdout
+    p = s.start(["setarch", "-R", t.built("bin", "luajit"), "-jdump=m", prog, size],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        t.fail("%s: no end within 120 s" % prog)
+    t.check(p.returncode == 0, "%s runs: %s" % (prog, err[-200:]))
+    return out
 
 
 def case_identity(s):

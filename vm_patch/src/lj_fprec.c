@@ -490,6 +490,11 @@ int lj_fprec_start(lua_State *L)
     if (o->gch.gct == ~LJ_TTHREAD)
       fprec_link(gco2th(o), NULL, NULL, FP_WRITE, th.v ? &th : NULL);
   free(th.v);
+  /* Traces track their lowest base only while recording. Started by the
+  ** GC step of a running trace or in lj_trace_exit: every frame up to L's
+  ** base has a record now, those a trace makes above it get theirs at its
+  ** exit. */
+  setmref(g->fprec_vbase, L->base);
   g->fprec_on = 1;
   fprec_dispatch_update(g);
   return 1;

@@ -9,8 +9,11 @@ recording setting, under
 
   setarch -R valgrind --tool=cachegrind --cache-sim=no --smc-check=all-non-file
 
-(ASLR off, so heap layout and hence trace formation repeat; JIT code is
-re-read when it changes). Printed per program: the control's count and the
+with LuaJIT's random seed fixed (LD_PRELOAD of the build's
+tests/inline/detseed.so). ASLR off and a fixed seed make heap layout, mcode
+placement and hence trace formation repeat: both VMs make the same traces
+(without the fixed seed fib JIT counts 249M to 370M on the same VM); JIT
+code is re-read when it changes. Printed per program: the control's count and the
 patched/control ratio for each setting; per mode: geometric mean and worst.
 Both VMs must print the same checksum, else the program is FAILED (exit 1).
 
@@ -19,6 +22,7 @@ Both VMs must print the same checksum, else the program is FAILED (exit 1).
   icount.py --settings off,frames           # LUAJIT_PERF unset / =frames
   icount.py --scale 0.2                     # bigger runs (default 0.05)
   icount.py --modes jit --layouts 7         # JIT: median over 7 heap layouts
+  icount.py --seed-shim none                # LuaJIT seeds at random (noisy JIT)
 
 Settings: off (LUAJIT_PERF unset), or any LUAJIT_PERF value (frames, map,
 jitdump, 1). Counts include the VM's start-up (~1M instructions): sizes
@@ -113,12 +117,21 @@ def main():
                     help="multiply run.py's sizes (default 0.05)")
     ap.add_argument("--layouts", type=int, default=1,
                     help="median over this many heap layouts (bench/layout.py's "
-                         "padding, 0..N-1 tables) per VM; JIT counts follow the "
-                         "layout (fib: 0.7-1.4x between layouts), so use >= 5 "
-                         "there (default 1: the program alone)")
+                         "padding, 0..N-1 tables) per VM; with the seed fixed "
+                         "most JIT counts do not move with the layout, some may "
+                         "(default 1: the program alone)")
+    ap.add_argument("--seed-shim", default=None,
+                    help="LD_PRELOAD library fixing LuaJIT's random seed (default "
+                         "BIN_DIR/../tests/inline/detseed.so; none: no shim)")
     opts = ap.parse_args()
     if opts.layouts < 1:
         sys.exit("icount.py: --layouts must be >= 1")
+    shim = opts.seed_shim or os.path.join(opts.bin_dir, "..", "tests", "inline", "detseed.so")
+    if shim != "none":
+        if not os.path.isfile(shim):
+            sys.exit("icount.py: %s not found: build the tests (cmake --build) or pass "
+                     "--seed-shim PATH (--seed-shim none: random seeds, JIT counts vary "
+                     "from run to run)" % shim)
 
     for tool in ("valgrind", "setarch"):
         if not shutil.which(tool):
@@ -148,6 +161,8 @@ def main():
         base_env.pop(k, None)
     tmp = tempfile.mkdtemp(prefix="ljbench-icount-")
     base_env["LUAJIT_PERF_DIR"] = tmp   # jitdumps of "1" runs land here
+    if shim != "none":
+        base_env["LD_PRELOAD"] = shim
     with open(os.path.join(tmp, "layout.lua"), "w") as f:
         f.write(layout.WRAPPER)
     failed = 0

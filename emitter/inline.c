@@ -22,7 +22,7 @@
 **   the nodes count from; TRACENO for a root trace); LINK the root trace it
 **   jumps into at its end (0: none), with the frames of node LINKNODE (0:
 **   the root frame's).
-** Invariants: a trace's lines are one write(2) (or one batch); after a
+** Invariants: a trace's record is one write(2) (or one batch); after a
 ** failed or short write the file is cut back to its last complete trace.
 */
 #include "ljperf_emit_common.h"
@@ -42,6 +42,10 @@ typedef struct LJPInlHead {
   uint64_t index, addr, size;
   uint32_t nnode, nrange, traceno, root, link, linknode;
 } LJPInlHead;
+
+/* The sizes the format says: the structs are written as they are. */
+typedef char ljp_inl_sizes[sizeof(LJPInlHead) == 48 && sizeof(LJPInlNode) == 16 &&
+			   sizeof(LJPInlRange) == 8 ? 1 : -1];
 
 static void ljp_inl_release(void)
 {

@@ -38,16 +38,6 @@ def remove_tmp_files(pids):
                 pass
 
 
-def remove_perf_maps(pids):
-    """The emitter writes /tmp/perf-PID.map (perf's fixed path): a test
-    removes those of the processes it started."""
-    for pid in pids:
-        try:
-            os.unlink("/tmp/perf-%d.map" % pid)
-        except OSError:
-            pass
-
-
 class TestFailure(Exception):
     pass
 
@@ -111,7 +101,7 @@ class PerfSession:
         return self
 
     def __exit__(self, *exc):
-        remove_perf_maps(self.pids)
+        remove_tmp_files(self.pids)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def path(self, name):

@@ -328,7 +328,7 @@ def run(opts, jit):
             wrk.kill()
             wrk.wait()
         ngx.stop()
-        ljptest.remove_perf_maps(pids)
+        ljptest.remove_tmp_files(pids)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -138,6 +138,10 @@ def main():
             if proc is not None:
                 proc.kill()
                 proc.wait()
+        if ngx.proc is not None:
+            pids.add(ngx.proc.pid)      # the daemonizing parent ran init_by_lua too
+        # The old master first: when the new one exits it starts workers again.
+        ngx.stop()
         if new_master:
             try:
                 os.kill(new_master, signal.SIGTERM)
@@ -146,8 +150,7 @@ def main():
             end = time.time() + 10
             while os.path.exists("/proc/%d" % new_master) and time.time() < end:
                 time.sleep(0.1)
-        ngx.stop()
-        ljptest.remove_perf_maps(pids)
+        ljptest.remove_tmp_files(pids)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

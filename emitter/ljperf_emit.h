@@ -104,10 +104,6 @@ typedef enum {
 
 void ljp_emit_drop(LJPDrop what);
 
-/* The one name cleaner: copies N bytes of SRC to DST with whitespace,
-** control characters, DEL, '(', ')' and ';' replaced by '_'. The perf map
-** splits at whitespace, stackcollapse-perf.pl cuts a name at '(' (a lone
-** ')' would remain) and ';' separates folded frames. */
 #define LJP_BYTES(c)	(0x0101010101010101ull * (uint64_t)(c))
 
 /* Nonzero if a byte of W, 8 bytes of a name, is one ljp_name_copy
@@ -121,6 +117,10 @@ static inline uint64_t ljp_name_bad8(uint64_t w)
 	  ((q - LJP_BYTES(1)) & ~q) | ((d - LJP_BYTES(1)) & ~d)) & LJP_BYTES(0x80);
 }
 
+/* The one name cleaner: copies N bytes of SRC to DST with whitespace,
+** control characters, DEL, '(', ')' and ';' replaced by '_'. The perf map
+** splits at whitespace, stackcollapse-perf.pl cuts a name at '(' (a lone
+** ')' would remain) and ';' separates folded frames. */
 static inline void ljp_name_copy(char *dst, const char *src, size_t n)
 {
   /* Bit c set: byte c < 64 is replaced (0..' ', '(', ')', ';'). */

@@ -29,10 +29,12 @@ TORTURE = os.path.join(T.ROOT, "tests", "torture")
 
 
 # Code linked into our own binary without frame pointers: libc_nonshared.a,
-# and gcc's crtstuff (__do_global_dtors_aux runs at exit, called by ld.so).
+# gcc's crtstuff (__do_global_dtors_aux runs at exit, called by ld.so) and
+# glibc's crti/crtn (_init, _fini; perf also names a .plt.got stub, e.g.
+# __cxa_finalize's at exit, after _init, the symbol before it: seen on luajit2).
 NOFP_SYMS = {"pthread_atfork", "atexit", "at_quick_exit", "__stack_chk_fail_local",
              "__do_global_dtors_aux", "frame_dummy", "deregister_tm_clones",
-             "register_tm_clones"}
+             "register_tm_clones", "_init", "_fini"}
 # Our functions that only frame-pointer-less code calls: the chain above them
 # is that code's (lj_err_unwind_dwarf: the personality routine libgcc_s's
 # unwinder calls while an error unwinds; the emitter's set-up run by libc's

@@ -150,9 +150,12 @@ class Check:
     def verdict(self, unit):
         total = self.good + self.bad
         share = self.good / total if total else 0
-        ok = self.n >= MIN_SAMPLES and share >= MIN_SHARE and self.extra
+        samples = total // unit if unit else 0
+        # samples, not distinct stacks: openresty.remote's 6 s recordings
+        # give PCRE 10-22 samples in 5-9 stacks, too close to the minimum
+        ok = samples >= MIN_SAMPLES and share >= MIN_SHARE and self.extra
         msg = "%s: %d stacks, %.2f%% valid (%d samples)" % (
-            self.name, self.n, 100 * share, total // unit if unit else 0)
+            self.name, self.n, 100 * share, samples)
         if not ok and self.example:
             msg += "; first invalid: " + self.example
         return ljptest.report(ok, msg)

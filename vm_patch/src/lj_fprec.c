@@ -411,6 +411,19 @@ static void fprec_unlink(lua_State *L)
 
 /* -- Dispatch ------------------------------------------------------------ */
 
+/* The targets of the VM's shared paths for MODE (lj_fprec.h). */
+void lj_fprec_targets(global_State *g, uint8_t mode)
+{
+  int on = (mode & DISPMODE_FPREC) != 0;
+  g->fprec_retz = on ? (void *)lj_vm_fp_retz : lj_vm_fp_retaddr();
+#if LJ_HASJIT
+  g->fprec_exit = on ? (void *)lj_vm_fp_exit : g->fprec_chunks ?
+		  (void *)lj_vm_fp_exit_off : (void *)lj_vm_fp_exit_done;
+#endif
+  g->fprec_cont = on ? (void *)lj_vm_fp_cont : (void *)lj_vm_fp_cont_done;
+  g->fprec_resume = on ? (void *)lj_vm_fp_resume : (void *)lj_vm_fp_resumed;
+}
+
 /* The handler for OP: its recording variant while DISPMODE_FPREC is set. */
 ASMFunction lj_fprec_ins(uint8_t mode, BCOp op)
 {
@@ -434,8 +447,7 @@ uint8_t lj_fprec_dispatch(ASMFunction *disp, uint8_t oldmode, uint8_t mode)
 {
   if (((oldmode ^ mode) & DISPMODE_FPREC)) {
     global_State *g = (global_State *)((char *)disp + GG_DISP2G);
-    g->fprec_retz = (mode & DISPMODE_FPREC) ? (void *)lj_vm_fp_retz :
-		    lj_vm_fp_retaddr();
+    lj_fprec_targets(g, mode);
 #define FPREC_STATIC_S(name) \
     disp[GG_LEN_DDISP+BC_##name] = lj_fprec_ins(mode, BC_##name);
 #define FPREC_STATIC_H(name)

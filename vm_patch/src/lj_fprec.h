@@ -30,13 +30,25 @@ enum { FPREC_NVARIANT = 0 FPRECDEF(FPREC_ONE) };
 FPRECDEF(FPREC_DECL)
 #undef FPREC_DECL
 
-/* Where the VM goes to return to a Lua frame (g->fprec_retz): BC_RET_Z,
-** whose address lj_vm_fp_retaddr() gives, or with recording on
-** lj_vm_fp_retz, which first points rbp at the record of that frame.
+/* Where the VM's shared paths go (lj_fprec_targets): with recording on, to
+** the code that points rbp at a record; off, past it. Return to a Lua
+** frame (g->fprec_retz): BC_RET_Z, whose address lj_vm_fp_retaddr() gives,
+** or lj_vm_fp_retz. After a trace exit (fprec_exit): lj_vm_fp_exit, or off
+** lj_vm_fp_exit_off (rbp back to its VM entry's record, for a trace that
+** ran while recording stopped), which only exists once recording started.
+** After a continuation (fprec_cont), resuming a coroutine (fprec_resume).
 */
 LJ_ASMF void lj_vm_fp_retz(void);
 LJ_ASMF void *lj_vm_fp_retaddr(void);
-#define lj_fprec_init(g)	((g)->fprec_retz = lj_vm_fp_retaddr())
+LJ_ASMF void lj_vm_fp_exit(void);
+LJ_ASMF void lj_vm_fp_exit_off(void);
+LJ_ASMF void lj_vm_fp_exit_done(void);
+LJ_ASMF void lj_vm_fp_cont(void);
+LJ_ASMF void lj_vm_fp_cont_done(void);
+LJ_ASMF void lj_vm_fp_resume(void);
+LJ_ASMF void lj_vm_fp_resumed(void);
+LJ_FUNC void lj_fprec_targets(global_State *g, uint8_t mode);
+#define lj_fprec_init(g)	lj_fprec_targets((g), 0)
 
 /* Dispatch mode bits wanted by recording (lj_dispatch_update). */
 #define lj_fprec_mode(g)	((g)->fprec_on ? DISPMODE_FPREC : 0)

@@ -33,10 +33,11 @@ FPRECDEF(FPREC_DECL)
 /* Where the VM's shared paths go (lj_fprec_targets): with recording on, to
 ** the code that points rbp at a record; off, past it. Return to a Lua
 ** frame (g->fprec_retz): BC_RET_Z, whose address lj_vm_fp_retaddr() gives,
-** or lj_vm_fp_retz. After a trace exit (fprec_exit): lj_vm_fp_exit, or off
+** or lj_vm_fp_retz. After a trace exit (fprec_exit): lj_vm_fp_exit; off,
 ** lj_vm_fp_exit_off (rbp back to its VM entry's record, for a trace that
-** ran while recording stopped), which only exists once recording started.
-** After a continuation (fprec_cont), resuming a coroutine (fprec_resume).
+** ran while recording stopped) once recording ever started, before that
+** lj_vm_fp_exit_done. Likewise after a continuation (fprec_cont) and when
+** resuming a coroutine (fprec_resume).
 */
 LJ_ASMF void lj_vm_fp_retz(void);
 LJ_ASMF void *lj_vm_fp_retaddr(void);

@@ -547,10 +547,9 @@ typedef struct PerfFile {
 } PerfFile;
 
 typedef struct PerfInl {
-  LJPInlNode *node; size_t nnode;	/* node, range, map, cnode: one block */
+  LJPInlNode *node; size_t nnode;	/* node, range, map: one block */
   LJPInlRange *range; size_t nrange;
   uint32_t *map;		/* Position node -> node + 1 written, or 0. */
-  int32_t *cnode;	/* Position node of each code entry, or -1. */
   uint32_t traceno, root, link, linknode;	/* See LJPInline. */
   PerfFile *more;			/* Chunk names beyond files[]. */
   const PerfChunk *chunk;	/* The root function's chunk name. */
@@ -608,25 +607,17 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   {  /* One block: 8-byte aligned arrays first. */
     size_t nn = tp->nnode, nc = (size_t)tp->ncode + 1;
     char *blk = (char *)malloc(nn*sizeof(LJPInlNode) + nc*sizeof(LJPInlRange) +
-			       nn*sizeof(uint32_t) + nc*sizeof(int32_t));
+			       nn*sizeof(uint32_t));
     if (!blk) return 0;
     pi->node = (LJPInlNode *)blk;
     pi->range = (LJPInlRange *)(blk + nn*sizeof(LJPInlNode));
     pi->map = (uint32_t *)(pi->range + nc);
-    pi->cnode = (int32_t *)(pi->map + nn);
     memset(pi->map, 0, nn*sizeof(uint32_t));
   }
   head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
   tail = lj_tracepos_node(tp, ~(IRRef)0);  /* The last: where it links. */
-  for (i = tp->ncode + 2, k = 0; i-- > 0; ) {  /* Rising refs, rising marks. */
-    int32_t n;
-    if (i < tp->ncode) {  /* Each entry's node, as lj_tracepos_node gives. */
-      IRRef ref = tp->code[i].ref;
-      while (k + 1 < tp->nmark && tp->mark[k+1].ref <= ref) k++;
-      n = pi->cnode[i] = (int32_t)tp->mark[k].node;
-    } else {
-      n = i == tp->ncode ? head : tail;
-    }
+  for (i = tp->ncode + 2; i-- > 0; ) {
+    int32_t n = i < tp->ncode ? tp->code[i].node : i == tp->ncode ? head : tail;
     for (; n >= 0 && !pi->map[n]; n = (int32_t)tp->node[n].parent - 1)
       pi->map[n] = 1;  /* Used: it and its callers. */
   }
@@ -646,7 +637,7 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
     int32_t n;
     MCode *at;
     if (i < tp->ncode) {
-      n = pi->cnode[i];
+      n = tp->code[i].node;
       at = tp->code[i].mcp;
     } else {
       if (tp->ncode && tp->code[i-1].mcp == mc) continue;  /* No head. */

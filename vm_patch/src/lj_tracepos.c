@@ -11,7 +11,8 @@
 **   gives the node of every instruction. The recorder marks each bytecode;
 **   loop unrolling marks each copy with its original's node;
 ** - code: the assembler emits each instruction's code below the previous
-**   one's, so its MCP after each instruction bounds that instruction's code.
+**   one's, so its MCP after each instruction bounds that instruction's code;
+**   a run of instructions at one node is one entry.
 ** Only observed, never steering: the IR and machine code are the same with
 ** tracking on or off. Off (J->tracepos NULL), each hook is one test.
 */
@@ -222,6 +223,7 @@ void lj_tracepos_asmstart(jit_State *J, MCode *mctop)
   TracePos *tp = J->tracepos;
   tp->ncode = 0;
   tp->mctop = mctop;
+  tp->asmk = tp->nmark ? tp->nmark - 1 : 0;  /* The last instruction's. */
 }
 
 #endif

@@ -30,12 +30,13 @@ typedef struct TPMark {
   uint32_t node;
 } TPMark;
 
-/* Machine code from MCP up to the previous entry's MCP is instruction REF's
-** (the assembler emits backwards: entries have falling MCP).
+/* Machine code from MCP up to the previous entry's MCP was emitted at NODE
+** (the assembler emits backwards: entries have falling MCP). Neighbouring
+** instructions at the same node share one entry.
 */
 typedef struct TPCode {
   MCode *mcp;
-  IRRef ref;
+  int32_t node;
 } TPCode;
 
 #define TP_MAXDEPTH	32	/* Deeper inlined frames share the 32nd's node. */
@@ -49,6 +50,7 @@ typedef struct TracePos {
   uint32_t npath;	/* Nodes of the last recorded instruction, root first. */
   TValue *base;		/* Its L->base (NULL: none); its innermost frame's. */
   uint32_t copyk;	/* Mark of the last instruction loop unrolling copied. */
+  uint32_t asmk;	/* Mark of the last instruction assembled. */
   uint32_t path[TP_MAXDEPTH];
 } TracePos;
 
@@ -65,20 +67,30 @@ LJ_FUNC int32_t lj_tracepos_node(TracePos *tp, IRRef ref);
   ((n) < (sz) || lj_tracepos_grow((void **)&(v), (n), &(sz), sizeof(*(v))))
 
 /* The code of instruction REF starts at MCP. Once per assembled
-** instruction: inline. */
+** instruction: inline. REFs fall from call to call, so its mark (as
+** lj_tracepos_node finds it) is at or below the last one's. */
 static LJ_AINLINE void lj_tracepos_asm(jit_State *J, IRRef ref, MCode *mcp)
 {
   TracePos *tp = J->tracepos;
   TPCode *c;
-  if (!tp->valid) return;
-  if (tp->ncode && tp->code[tp->ncode-1].mcp == mcp) return;  /* No code. */
+  uint32_t k = tp->asmk;
+  int32_t node;
+  if (!tp->valid || !tp->nmark) return;
+  while (k > 0 && tp->mark[k].ref > ref) k--;
+  tp->asmk = k;
+  node = (int32_t)tp->mark[k].node;
+  if (tp->ncode) {
+    c = &tp->code[tp->ncode-1];
+    if (c->mcp == mcp) return;  /* No code. */
+    if (c->node == node) { c->mcp = mcp; return; }  /* Same frames. */
+  }
   if (!tp_room(tp->code, tp->ncode, tp->szcode)) {
     tp->valid = 0;
     return;
   }
   c = &tp->code[tp->ncode++];
   c->mcp = mcp;
-  c->ref = ref;
+  c->node = node;
 }
 
 /* Tracking on (jitdump on) or off for G's traces. */

@@ -6,7 +6,9 @@
 ** trace inlined. Three tables, rebuilt for each trace and read by the
 ** emitter when the trace is saved (lj_perf_trace):
 ** - nodes: (function, PC, caller) of each recorded instruction and of the
-**   inlined frames around it, up to the trace's root frame;
+**   inlined frames around it, up to the trace's root frame. Instructions
+**   that follow each other on one line of one frame share the first one's
+**   node (a profile resolves to lines);
 ** - marks: IR instructions are emitted in order, so "from REF on: NODE"
 **   gives the node of every instruction. The recorder marks each bytecode;
 **   loop unrolling marks each copy with its original's node;
@@ -26,6 +28,7 @@
 
 #include "lj_frame.h"
 #include "lj_jit.h"
+#include "lj_debug.h"
 #include "lj_tracepos.h"
 
 /* Grows *V (N used of *SZ elements of ESZ bytes) for one more. 0: no memory
@@ -63,6 +66,7 @@ void lj_tracepos_setup(jit_State *J)
   tp->nnode = tp->nmark = tp->ncode = tp->npath = 0;
   tp->mctop = NULL;
   tp->base = NULL;
+  tp->line = -1;
   tp->valid = 1;
 }
 
@@ -162,23 +166,28 @@ static LJ_NOINLINE void tp_ins_frames(jit_State *J, TracePos *tp)
   for (j = k; j < n; j++)
     if (!tp_push(tp, j, pts[n-1-j], pcs[n-1-j])) return;
   tp->npath = n;
+  tp->line = lj_debug_line(pts[0], proto_bcpos(pts[0], pcs[0]) - 1);
   tp_mark(tp, J->cur.nins, tp->path[n-1]);
 }
 
 /* Before recording an instruction: its node. In the previous instruction's
 ** frame (same base: same callers; a tail call may have replaced its
-** function) only the innermost node is new. */
+** function) only the innermost node may be new: on another line. */
 void lj_tracepos_ins(jit_State *J)
 {
   TracePos *tp = J->tracepos;
   GCfunc *fn;
   if (!tp->valid) return;
   if (J->L->base == tp->base && isluafunc(fn = frame_func(J->L->base - 1))) {
-    TPNode *nd = &tp->node[tp->path[tp->npath-1]];
-    const BCIns *pc = J->pc + 1;
-    if (nd->pt == funcproto(fn) && nd->pc == pc) return;  /* Same position. */
-    if (tp_push(tp, tp->npath-1, funcproto(fn), pc))
+    GCproto *pt = funcproto(fn);
+    BCLine line = lj_debug_line(pt, proto_bcpos(pt, J->pc));
+    if (line == tp->line && line >= 0 &&
+	tp->node[tp->path[tp->npath-1]].pt == pt)
+      return;  /* Same line. */
+    if (tp_push(tp, tp->npath-1, pt, J->pc + 1)) {
+      tp->line = line;
       tp_mark(tp, J->cur.nins, tp->path[tp->npath-1]);
+    }
     return;
   }
   tp_ins_frames(J, tp);

@@ -48,6 +48,7 @@ typedef struct TracePos {
   MCode *mctop;		/* End of the code the entries cover. */
   int valid;		/* Tracked since the trace's first instruction. */
   uint32_t npath;	/* Nodes of the last recorded instruction, root first. */
+  BCLine line;		/* Line of its innermost node (-1: none). */
   TValue *base;		/* Its L->base (NULL: none); its innermost frame's. */
   uint32_t copyk;	/* Mark of the last instruction loop unrolling copied. */
   uint32_t asmk;	/* Mark of the last instruction assembled. */

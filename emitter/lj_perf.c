@@ -154,14 +154,24 @@ static void pb_part(PerfBuf *b, const char *s, size_t len, int tail)
   }
 }
 
+/* Appends V in decimal, two digits a step (every trace name has two). */
 static void pb_int(PerfBuf *b, long v)
 {
-  char tmp[24];
-  size_t i = sizeof(tmp);
+  static const char d2[] =
+    "00010203040506070809101112131415161718192021222324"
+    "25262728293031323334353637383940414243444546474849"
+    "50515253545556575859606162636465666768697071727374"
+    "75767778798081828384858687888990919293949596979899";
+  char tmp[24], *p = tmp + sizeof(tmp);
   unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
-  do { tmp[--i] = (char)('0' + u % 10); u /= 10; } while (u);
-  if (v < 0) tmp[--i] = '-';
-  pb_rawn(b, tmp + i, sizeof(tmp) - i);  /* Digits are clean. */
+  for (; u >= 100; u /= 100) {
+    const char *d = d2 + 2*(u % 100);
+    *--p = d[1]; *--p = d[0];
+  }
+  if (u >= 10) { *--p = d2[2*u+1]; *--p = d2[2*u]; }
+  else *--p = (char)('0' + u);
+  if (v < 0) *--p = '-';
+  pb_rawn(b, p, (size_t)(tmp + sizeof(tmp) - p));  /* Digits are clean. */
 }
 
 /* A Lua function of the standard library (lj_lib.c lib_read_lfunc): its

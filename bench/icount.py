@@ -47,28 +47,38 @@ import layout  # noqa: E402  (the layout-shifting wrapper)
 IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def count(vm, mode, prog, size, env, tmp, pad=None):
-    """Instructions of one run, and its checksum (None and a reason if not).
-    PAD: run under layout.py's wrapper with that many padding tables."""
-    out = os.path.join(tmp, "cg.out")
+def instructions(argv, env, cwd, tmp):
+    """Instructions of one run of ARGV (a VM and its arguments) under
+    cachegrind with ASLR off, and its stdout; None and a reason if it failed.
+    Removes the perf map a LUAJIT_PERF run leaves."""
     cmd = ["setarch", "-R", "valgrind", "--tool=cachegrind", "--cache-sim=no",
-           "--smc-check=all-non-file", "--cachegrind-out-file=" + out, vm]
-    cmd += (["-joff"] if mode == "joff" else [])
-    if pad is not None:
-        cmd += [os.path.join(tmp, "layout.lua"), str(pad)]
-    cmd += [os.path.join(wallclock.PROGS, prog + ".lua"), str(size)]
-    p = subprocess.Popen(cmd, env=env, cwd=wallclock.PROGS, stdin=subprocess.DEVNULL,
+           "--smc-check=all-non-file",
+           "--cachegrind-out-file=" + os.path.join(tmp, "cg.out")] + argv
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stdout, stderr = (b.decode(errors="replace") for b in p.communicate())
     try:    # valgrind runs the VM in its own process: the map is perf-PID.map
         os.unlink("/tmp/perf-%d.map" % p.pid)
     except OSError:
         pass
-    sums = wallclock.CHECKSUM.findall(stdout)
     m = IREFS.search(stderr)
-    if p.returncode != 0 or not sums or not m:
-        return None, None, "exit %d: %s" % (p.returncode, (stderr or stdout).strip()[-300:])
-    return int(m.group(1).replace(",", "")), sums[-1], None
+    if p.returncode != 0 or not m:
+        return None, "exit %d: %s" % (p.returncode, (stderr or stdout).strip()[-300:])
+    return int(m.group(1).replace(",", "")), stdout
+
+
+def count(vm, mode, prog, size, env, tmp, pad=None):
+    """Instructions of one run, and its checksum (None and a reason if not).
+    PAD: run under layout.py's wrapper with that many padding tables."""
+    argv = [vm] + (["-joff"] if mode == "joff" else [])
+    if pad is not None:
+        argv += [os.path.join(tmp, "layout.lua"), str(pad)]
+    argv += [os.path.join(wallclock.PROGS, prog + ".lua"), str(size)]
+    n, stdout = instructions(argv, env, wallclock.PROGS, tmp)
+    sums = wallclock.CHECKSUM.findall(stdout) if n is not None else None
+    if not sums:
+        return None, None, stdout if n is None else "no checksum: " + stdout[-300:]
+    return n, sums[-1], None
 
 
 def scaled(prog, size, scale):

@@ -2,7 +2,7 @@
 """Emitter cost and perf inject cost on the patched VM (prints numbers; not a test).
 
     bench.py [--bin-dir build/bin] [--runs 9] [--funcs 20000] [--quick]
-             [--only cost|inject]
+             [--only cost|icount|inject]
 
 1. Emitter on vs off. Two generated programs, each run --runs times per
    variant, variants interleaved run by run:
@@ -15,6 +15,8 @@
               on (patched, LUAJIT_PERF=map,jitdump, dump in a directory on
               disk). Reports min and median of wall and CPU (user+sys) time,
               the on/off ratios (target: <= 1.02) and the cost per CODE_LOAD.
+   --only icount counts instructions instead (valgrind, one run each: the
+   ratios wall time on a shared machine cannot resolve; not by default).
 2. perf inject --jit on the loads program recorded with
    `LUAJIT_PERF=1 perf record -k mono -g --call-graph fp`: time and number of
    jitted-*.so files (target: <= 10 s) with the dump directory and perf's
@@ -47,6 +49,8 @@ sys.path.insert(0, HERE)
 import jitdump  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
 import ljperf  # noqa: E402
+sys.path.insert(0, os.path.dirname(HERE))
+import icount  # noqa: E402
 
 PER_CHUNK = 100
 
@@ -195,6 +199,48 @@ def bench_cost(args, gen):
         shutil.rmtree(ddir, ignore_errors=True)
 
 
+def bench_icount(args, gen):
+    """The cost in instructions (valgrind; ASLR off and, with the build's
+    seed shim, LuaJIT's seed fixed): one run per program and variant, the
+    counts repeat from run to run."""
+    shim = os.path.join(args.bin_dir, "..", "tests", "inline", "detseed.so")
+    if not shutil.which("valgrind") or not shutil.which("setarch"):
+        sys.exit("bench.py --only icount: needs valgrind and setarch "
+                 "(apt-get install valgrind util-linux)")
+    ddir = tempfile.mkdtemp(prefix="ljperf-bench-dump-", dir="/var/tmp")
+    print("== emitter cost in instructions (seed shim: %s)"
+          % (shim if os.path.isfile(shim) else "none, JIT counts vary"))
+    try:
+        for pname, pargs in (("loads", ["loads.lua", gen]), ("traces", ["traces.lua"])):
+            n, outs, nloads = {}, set(), 0
+            for vname, binary, perf in (("base", "luajit-base", None), ("off", "luajit", None),
+                                        ("on", "luajit", "map,jitdump")):
+                env = base_env()
+                if os.path.isfile(shim):
+                    env["LD_PRELOAD"] = shim
+                if perf:
+                    env["LUAJIT_PERF"] = perf
+                    env["LUAJIT_PERF_DIR"] = ddir
+                n[vname], out = icount.instructions([os.path.join(args.bin_dir, binary)] + pargs,
+                                                    env, gen, ddir)
+                if n[vname] is None:
+                    sys.exit("%s (%s): %s" % (pname, vname, out))
+                outs.add(out.strip())
+                for f in os.listdir(ddir):
+                    if re.match(r"jit-\d+\.dump$", f):
+                        nloads = count_loads(os.path.join(ddir, f))
+                    os.unlink(os.path.join(ddir, f))
+            if len(outs) != 1:
+                sys.exit("%s: outputs differ between variants: %s" % (pname, outs))
+            print("%s: %d CODE_LOADs; instructions base %d, off %d, on %d" % (
+                pname, nloads, n["base"], n["off"], n["on"]))
+            print("  on/off %.4f  on/base %.4f  off/base %.4f; %.0f instructions per CODE_LOAD" % (
+                n["on"] / n["off"], n["on"] / n["base"], n["off"] / n["base"],
+                (n["on"] - n["off"]) / max(nloads, 1)))
+    finally:
+        shutil.rmtree(ddir, ignore_errors=True)
+
+
 def record(args, gen, d):
     """perf record of the loads program with its dump in D. Returns (data, pid)."""
     env = base_env()
@@ -279,7 +325,9 @@ def main():
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--funcs", type=int, default=20000)
     ap.add_argument("--quick", action="store_true", help="2000 functions, 2 runs")
-    ap.add_argument("--only", choices=("cost", "inject"))
+    ap.add_argument("--only", choices=("cost", "icount", "inject"),
+                    help="one part: cost (wall and CPU time), icount (instructions "
+                         "by valgrind, not run by default), inject")
     args = ap.parse_args()
     if args.quick:
         args.funcs, args.runs = 2000, 2
@@ -294,6 +342,8 @@ def main():
               % (os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg()), n, gen))
         if args.only in (None, "cost"):
             bench_cost(args, gen)
+        if args.only == "icount":
+            bench_icount(args, gen)
         if args.only in (None, "inject"):
             bench_inject(args, gen)
         print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))

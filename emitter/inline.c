@@ -13,8 +13,9 @@
 **                                            CODE_LOAD code_index
 **     NNODE x { u64 PC; u32 PARENT; u32 0 }  a frame at bytecode PC (the
 **        interpreter's link convention: after the running instruction or
-**        the call); PARENT: its caller's node (1-based), 0: the trace's
-**        root frame
+**        the call; instructions recorded in a row on one line share the
+**        first one's node); PARENT: its caller's node (1-based), 0: the
+**        trace's root frame
 **     NRANGE x { u32 OFF; u32 NODE }         from ADDR+OFF (ascending) to
 **        the next range or ADDR+SIZE: node NODE's frames; 0: the root
 **        frame's

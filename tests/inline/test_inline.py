@@ -228,6 +228,31 @@ def case_format(s):
     except ValueError:
         pass
     many_chunks(s, jitdump)
+    one_line(s, jitinline)
+
+
+def one_line(s, jitinline):
+    """A loop written on one line: its trace records a dozen bytecodes, all
+    on that line, so it has one node (two if the instruction it starts with
+    has no line of its own), not one per bytecode."""
+    prog = s.path("oneline.lua")
+    with open(prog, "w") as f:
+        f.write("local s, t = 0, {}\n"
+                "for i = 1, 300000 do s = (s + i * 3 - i % 7 + #t) % 1000003; t[1] = i end\n"
+                "print(s)\n")
+    out = s.path("oneline-out")
+    os.makedirs(out)
+    r = subprocess.run([t.built("bin", "luajit"), prog],
+                       env=s.env({"LUAJIT_PERF": "jitdump", "LUAJIT_PERF_DIR": out}),
+                       capture_output=True, text=True, timeout=120)
+    t.check(r.returncode == 0, "the one-line loop runs: " + r.stderr[-200:])
+    dumps = glob.glob(os.path.join(out, "jit-*.dump"))
+    t.check(len(dumps) == 1, "one jitdump for the one-line loop")
+    s.pids.add(int(os.path.basename(dumps[0])[4:-5]))
+    traces = list(jitinline.read(dumps[0] + ".inline"))
+    t.check(traces, "the one-line loop made a trace with inline ranges")
+    nodes = [len(tr.nodes) for tr in traces]
+    t.check(max(nodes) <= 2, "one node per line, not per bytecode (nodes per trace: %s)" % nodes)
 
 
 MODULES = 11  # more chunks than the emitter keeps on its stack per trace

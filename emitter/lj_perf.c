@@ -364,6 +364,7 @@ typedef struct PerfName {
 
 static LJPSet perf_names;
 static pthread_mutex_t perf_names_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t perf_names_gen;	/* Bumped by every perf_names_put. */
 
 static int perf_names_eq(const void *p, const void *key)
 {
@@ -391,6 +392,7 @@ static void perf_names_put(GCproto *pt, const char *name)
   slot = ljp_set_slot(&perf_names, h, perf_names_eq, pt);
   if (slot->h) { free(slot->p); slot->p = e; }  /* A new proto, same address. */
   else ljp_set_fill(&perf_names, slot, h, e);
+  __atomic_add_fetch(&perf_names_gen, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&perf_names_lock);
   return;
 nomem:
@@ -416,6 +418,41 @@ static void perf_names_get(GCproto *pt, char *buf, size_t sz)
     }
   }
   pthread_mutex_unlock(&perf_names_lock);
+}
+
+/* The label of the function a trace starts in, kept per thread for the next
+** trace: a function's root and side traces tend to come in a row. Valid for
+** the same prototype (as PerfName tells one) while no prototype was named
+** since (perf_names_gen).
+*/
+typedef struct PerfLabel {
+  const void *pt, *chunk;
+  BCLine firstline;
+  MSize sizebc;
+  uint32_t gen;
+  char s[PERF_NAMESZ];
+} PerfLabel;
+
+static __thread PerfLabel perf_label;
+
+static const char *perf_tracelabel(GCproto *pt, const char *fbuf)
+{
+  PerfLabel *c = &perf_label;
+  uint32_t gen = __atomic_load_n(&perf_names_gen, __ATOMIC_RELAXED);
+  if (c->pt != pt || c->chunk != gcref(pt->chunkname) ||
+      c->firstline != pt->firstline || c->sizebc != pt->sizebc ||
+      c->gen != gen) {
+    char pname[PERF_NAMESZ];
+    PerfBuf b = { c->s, 0, sizeof(c->s) };
+    c->pt = NULL;  /* Not valid while rebuilt. */
+    c->s[0] = '\0';
+    perf_names_get(pt, pname, sizeof(pname));
+    pb_label(&b, pt, pname, fbuf);
+    c->pt = pt; c->chunk = gcref(pt->chunkname);
+    c->firstline = pt->firstline; c->sizebc = pt->sizebc;
+    c->gen = gen;
+  }
+  return c->s;
 }
 
 /* -- Describing code ------------------------------------------------------ */
@@ -681,9 +718,8 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
 static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
-  char nbuf[PERF_NAMESZ], ownbuf[PERF_NAMESZ];
+  char nbuf[PERF_NAMESZ];
   PerfBuf nb = { nbuf, 0, sizeof(nbuf) };
-  PerfBuf ob = { ownbuf, 0, sizeof(ownbuf) };
   LJPLine lstack[PERF_LINES_STACK];
   PerfLines pl;
   PerfInl pi;
@@ -694,13 +730,10 @@ static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
   const BCIns *startpc = mref(T->startpc, const BCIns);
   BCLine startline = lj_debug_line(pt, proto_bcpos(pt, startpc));
   const char *fbuf = perf_chunkof(chunk, pt);
-  char pname[PERF_NAMESZ];
   PERF_LINES_INIT(pl, lstack);
-  nbuf[0] = ownbuf[0] = '\0';
+  nbuf[0] = '\0';
   memset(&pi, 0, offsetof(PerfInl, files));
   pi.chunk = chunk;  /* fbuf's */
-  perf_names_get(pt, pname, sizeof(pname));
-  pb_label(&ob, pt, pname, fbuf);
   pb_raw(&nb, "TRACE_");
   pb_int(&nb, (long)T->traceno);
   pb_raw(&nb, "::");
@@ -708,7 +741,7 @@ static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
   pb_raw(&nb, ":");
   pb_int(&nb, (long)startline);
   pb_raw(&nb, "::");
-  pb_raw(&nb, ownbuf);
+  pb_raw(&nb, perf_tracelabel(pt, fbuf));
   hasinl = perf_inline(T, tp, &pi, &pl, fbuf, startline);
   if (!hasinl) {  /* Lines of the root function from snapshots. */
     pl.n = 0;

@@ -602,6 +602,7 @@ typedef struct PerfInl {
   const PerfChunk *chunk;	/* The root function's chunk name. */
   GCstr *fcs[PERF_INL_NFILE]; size_t nfile;	/* Chunk names seen... */
   char files[PERF_INL_NFILE][PERF_NAMESZ];	/* ...and their file names */
+  uint64_t stk[256];	/* The block when it fits (most traces), else malloc. */
 } PerfInl;  /* Cleared up to files. */
 
 static void perf_inl_free(PerfInl *pi)
@@ -611,7 +612,7 @@ static void perf_inl_free(PerfInl *pi)
     pi->more = f->next;
     free(f);
   }
-  free(pi->node);
+  if ((void *)pi->node != (void *)pi->stk) free(pi->node);
 }
 
 /* The chunk name of PT, kept in PI once per chunk (NULL: no memory). A
@@ -653,16 +654,18 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
     return 0;
   {  /* One block: 8-byte aligned arrays first. */
     size_t nn = tp->nnode, nc = (size_t)tp->ncode + 1;
-    char *blk = (char *)malloc(nn*sizeof(LJPInlNode) + nc*sizeof(LJPInlRange) +
-			       nn*sizeof(uint32_t));
+    size_t sz = nn*sizeof(LJPInlNode) + nc*sizeof(LJPInlRange) +
+		nn*sizeof(uint32_t);
+    char *blk = sz <= sizeof(pi->stk) ? (char *)pi->stk : (char *)malloc(sz);
     if (!blk) return 0;
     pi->node = (LJPInlNode *)blk;
     pi->range = (LJPInlRange *)(blk + nn*sizeof(LJPInlNode));
     pi->map = (uint32_t *)(pi->range + nc);
     memset(pi->map, 0, nn*sizeof(uint32_t));
   }
-  head = lj_tracepos_node(tp, 0);  /* The first instruction's node. */
-  tail = lj_tracepos_node(tp, ~(IRRef)0);  /* The last: where it links. */
+  /* The first instruction's node and the last's (where the trace links). */
+  head = (int32_t)tp->mark[0].node;
+  tail = (int32_t)tp->mark[tp->nmark-1].node;
   for (i = tp->ncode + 2; i-- > 0; ) {
     int32_t n = i < tp->ncode ? tp->code[i].node : i == tp->ncode ? head : tail;
     for (; n >= 0 && !pi->map[n]; n = (int32_t)tp->node[n].parent - 1)

@@ -24,7 +24,9 @@ typedef struct TPNode {
   uint32_t parent;	/* Caller's node + 1, 0: root frame of the trace. */
 } TPNode;
 
-/* IR instructions from REF on were emitted at NODE (until the next mark). */
+/* IR instructions from REF on were emitted at NODE (until the next mark).
+** Instructions before the first mark (e.g. a side trace's loads of its
+** parent's values) count as the first mark's. */
 typedef struct TPMark {
   IRRef ref;
   uint32_t node;
@@ -61,15 +63,14 @@ LJ_FUNC void lj_tracepos_ins(jit_State *J);
 LJ_FUNC void lj_tracepos_copy(jit_State *J, IRRef ref);
 LJ_FUNC void lj_tracepos_asmstart(jit_State *J, MCode *mctop);
 LJ_FUNC int lj_tracepos_grow(void **v, uint32_t n, uint32_t *sz, size_t esz);
-LJ_FUNC int32_t lj_tracepos_node(TracePos *tp, IRRef ref);
 
 /* Room for one more element in array V (N used of SZ). 0: no memory. */
 #define tp_room(v, n, sz) \
   ((n) < (sz) || lj_tracepos_grow((void **)&(v), (n), &(sz), sizeof(*(v))))
 
 /* The code of instruction REF starts at MCP. Once per assembled
-** instruction: inline. REFs fall from call to call, so its mark (as
-** lj_tracepos_node finds it) is at or below the last one's. */
+** instruction: inline. REFs fall from call to call, so its mark is at or
+** below the last one's. */
 static LJ_AINLINE void lj_tracepos_asm(jit_State *J, IRRef ref, MCode *mcp)
 {
   TracePos *tp = J->tracepos;

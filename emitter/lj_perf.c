@@ -499,20 +499,12 @@ static void perf_proto(GCproto *pt, const char *name, PerfChunk *chunk)
   nbuf[0] = '\0';
   if (name && *name) perf_names_put(pt, name);
   pb_label(&nb, pt, name, fbuf);
-  if (proto_lineinfo(pt)) {
-    /* lj_debug_line(pt, i) for every i < sizebc: the header's line, then
-    ** lineinfo[i-1] (its width depends on numline), read directly. */
-    const void *li = proto_lineinfo(pt);
-    uint32_t first = (uint32_t)pt->firstline;
+  if (proto_lineinfo(pt)) {  /* The header's line, then each instruction's. */
     BCPos i;
-    int ok = perf_lines_add(&pl, bc, first, fbuf);
-    for (i = 0; ok && i < pt->sizebc; i++) {
-      uint32_t d = i == 0 ? 0 :
-	pt->numline < 256 ? ((const uint8_t *)li)[i-1] :
-	pt->numline < 65536 ? ((const uint16_t *)li)[i-1] :
-	((const uint32_t *)li)[i-1];
-      ok = perf_lines_add(&pl, bc + 4*(uint64_t)(i+1), first + d, fbuf);
-    }
+    int ok = perf_lines_add(&pl, bc, (uint32_t)pt->firstline, fbuf);
+    for (i = 0; ok && i < pt->sizebc; i++)
+      ok = perf_lines_add(&pl, bc + 4*(uint64_t)(i+1),
+			  (uint32_t)lj_tracepos_line(pt, i), fbuf);
     if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
   }
   ljp_emit_load(bc, size, nbuf, NULL, pl.v, pl.n);

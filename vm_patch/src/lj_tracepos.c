@@ -28,7 +28,6 @@
 
 #include "lj_frame.h"
 #include "lj_jit.h"
-#include "lj_debug.h"
 #include "lj_tracepos.h"
 
 /* Grows *V (N used of *SZ elements of ESZ bytes) for one more. 0: no memory
@@ -130,20 +129,6 @@ static uint32_t tp_frames(jit_State *J, GCproto **pts, const BCIns **pcs)
   return n;
 }
 
-/* Line of instruction POS of PT, as lj_debug_line gives it; read directly
-** for instructions inside PT (once per recorded instruction). */
-static LJ_AINLINE BCLine tp_line(GCproto *pt, BCPos pos)
-{
-  const void *li = proto_lineinfo(pt);
-  if (li && pos - 1 < pt->sizebc - 1) {  /* 0 < pos < sizebc */
-    pos--;
-    return pt->firstline + (BCLine)(pt->numline < 256 ?
-      ((const uint8_t *)li)[pos] : pt->numline < 65536 ?
-      ((const uint16_t *)li)[pos] : ((const uint32_t *)li)[pos]);
-  }
-  return lj_debug_line(pt, pos);
-}
-
 /* A new node (PT, PC) at depth J of the path, its caller the one at J-1.
 ** 0: no memory (positions of this trace are dropped). */
 static LJ_AINLINE int tp_push(TracePos *tp, uint32_t j, GCproto *pt, const BCIns *pc)
@@ -180,7 +165,7 @@ static LJ_NOINLINE void tp_ins_frames(jit_State *J, TracePos *tp)
   for (j = k; j < n; j++)
     if (!tp_push(tp, j, pts[n-1-j], pcs[n-1-j])) return;
   tp->npath = n;
-  tp->line = tp_line(pts[0], proto_bcpos(pts[0], pcs[0]) - 1);
+  tp->line = lj_tracepos_line(pts[0], proto_bcpos(pts[0], pcs[0]) - 1);
   tp_mark(tp, J->cur.nins, tp->path[n-1]);
 }
 
@@ -194,7 +179,7 @@ void lj_tracepos_ins(jit_State *J)
   if (!tp->valid) return;
   if (J->L->base == tp->base && isluafunc(fn = frame_func(J->L->base - 1))) {
     GCproto *pt = funcproto(fn);
-    BCLine line = tp_line(pt, proto_bcpos(pt, J->pc));
+    BCLine line = lj_tracepos_line(pt, proto_bcpos(pt, J->pc));
     if (line == tp->line && line >= 0 &&
 	tp->node[tp->path[tp->npath-1]].pt == pt)
       return;  /* Same line. */

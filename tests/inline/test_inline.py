@@ -233,8 +233,8 @@ def case_format(s):
 
 def one_line(s, jitinline):
     """A loop written on one line: its trace records a dozen bytecodes, all
-    on that line, so it has one node (two if the instruction it starts with
-    has no line of its own), not one per bytecode."""
+    on that line, so it has one node (the check leaves room for a second),
+    not one per bytecode (ten or more before nodes went per line)."""
     prog = s.path("oneline.lua")
     with open(prog, "w") as f:
         f.write("local s, t = 0, {}\n"

@@ -131,7 +131,7 @@ def run_prog(sess, prog, mode):
     data = sess.path("%s.data" % prog)
     # Some programs end with an error or os.exit() on purpose.
     args = ["perf", "--buildid-dir", sess.path(".debug"), "record", "-q",
-            "-e", T.perf_event(), "-F", "20000", "-k", "mono", "-g",
+            T.NO_BPF_EVENT, "-e", T.perf_event(), "-F", "20000", "-k", "mono", "-g",
             "--call-graph", "fp", "-o", data, "--"] + cmd
     T.run(args, env=sess.env({"LUAJIT_PERF": "1"}), cwd=TORTURE, timeout=300)
     if not os.path.exists(data):

@@ -68,6 +68,9 @@ def is_nofp_dso(dso):
 
 
 _event = None
+# perf record waits up to a second after the workload ends for its BPF
+# side-band thread to time out; these tests sample user space only.
+NO_BPF_EVENT = "--no-bpf-event"
 
 
 def perf_event():
@@ -79,7 +82,7 @@ def perf_event():
             fail("perf is not installed (Debian package linux-perf)")
         for ev in ("cycles:u", "cpu-clock:u"):
             with tempfile.TemporaryDirectory() as d:
-                r = subprocess.run(["perf", "record", "-q", "-N", "-e", ev,
+                r = subprocess.run(["perf", "record", "-q", "-N", NO_BPF_EVENT, "-e", ev,
                                     "-o", os.path.join(d, "p.data"), "true"],
                                    capture_output=True, text=True)
                 if r.returncode == 0:
@@ -118,7 +121,7 @@ class PerfSession:
         """Runs CMD under perf record; returns (data path, program stdout)."""
         data = self.path(out)
         args = ["perf", "--buildid-dir", self.path(".debug"), "record", "-q",
-                "-e", perf_event(), "-F", str(freq), "-g",
+                NO_BPF_EVENT, "-e", perf_event(), "-F", str(freq), "-g",
                 "--call-graph", callgraph, "-o", data]
         if mono:
             args += ["-k", "mono"]

@@ -187,7 +187,7 @@ class Session(T.PerfSession):
         if perf:
             data = self.path("perf%d.data" % self.n)
             cmd = ["perf", "--buildid-dir", self.path(".debug"), "record", "-q",
-                   "-e", T.perf_event(), "-F", str(freq), "-k", "mono", "-g",
+                   T.NO_BPF_EVENT, "-e", T.perf_event(), "-F", str(freq), "-k", "mono", "-g",
                    "--call-graph", "fp", "--user-regs=" + ljframes.PC_USER_REGS, "-o", data, "--"] + list(cmd)
         fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
         try:

@@ -751,7 +751,7 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
         data = os.path.join(work, 'perf.data')
         jdata = os.path.join(work, 'perf.jit.data')
         bid = ['--buildid-dir', os.path.join(work, '.debug')]
-        rec = run([perf] + bid + ['record', '-k', 'mono', '-g', '--call-graph', 'fp',
+        rec = run([perf] + bid + ['record', '--no-bpf-event', '-k', 'mono', '-g', '--call-graph', 'fp',
                                   '--user-regs=r13', '-o', data, binary, app],
                   cwd=work, env=env, stdin=subprocess.DEVNULL, timeout=300)
         out = rec.stdout.decode('utf-8', 'replace')

@@ -139,8 +139,8 @@ def perf_probe(perf, event):
     d = tempfile.mkdtemp(prefix="ljperf-probe-")
     try:
         r = subprocess.run([perf, "--buildid-dir", os.path.join(d, ".debug"), "record",
-                            "-q", "-N", "-e", event, "-o", os.path.join(d, "p.data"),
-                            "--", "true"],
+                            "-q", "-N"] + no_bpf_event(perf) +
+                           ["-e", event, "-o", os.path.join(d, "p.data"), "--", "true"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True, errors="replace")
         return r.returncode == 0, r.stderr
@@ -155,6 +155,19 @@ def paranoid_error(value):
                 "user-space call graphs of your own processes is allowed up to 2, and "
                 "Debian kernels refuse all perf use at 3 to users without CAP_PERFMON "
                 "(fix: sudo sysctl kernel.perf_event_paranoid=2, or run as root)" % value)
+
+
+def no_bpf_event(perf):
+    """["--no-bpf-event"] if this perf has it (perf >= 5.1): without it perf
+    record waits up to a second after the program ends, or after SIGINT, for
+    its BPF side-band thread, which ljperf does not need (it samples user
+    space)."""
+    try:
+        r = subprocess.run([perf, "record", "-h"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, errors="replace", timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return ["--no-bpf-event"] if "--no-bpf-event" in r.stdout + r.stderr else []
 
 
 def check_access(perf, event):
@@ -889,9 +902,10 @@ def record_with(opts, cmd, perf, event, pids, had_dump, noswitch, release=None):
     pid = targets[0][0] if targets else None
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
-    argv = [perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q",
-            "-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=" + PC_USER_REGS,
-            "-F", str(opts.freq), "-o", data]
+    argv = ([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q"] +
+            no_bpf_event(perf) +
+            ["-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=" + PC_USER_REGS,
+             "-F", str(opts.freq), "-o", data])
     env = dict(os.environ)
     errfd = None
     if pid is not None:

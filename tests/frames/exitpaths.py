@@ -32,9 +32,9 @@ START_STOP = 'local p = require("jit.perf") assert(p.start("frames")) p.stop("fr
 
 # program, argument, the assembly path most of its exits take: every exit of
 # these is handled in assembly
-PROGRAMS = [("stitch", "20", ASM_STITCH),      # stitched at the lowest frame
-            ("traceexit", "20000", ASM_DONE),  # side exit and stitch in inlined frames
-            ("exitvarg", "20000", ASM_DONE)]   # the same above a vararg frame
+PROGRAMS = [("stitch", "2", ASM_STITCH),      # stitched at the lowest frame
+            ("traceexit", "2000", ASM_DONE),  # side exit and stitch in inlined frames
+            ("exitvarg", "2000", ASM_DONE)]   # the same above a vararg frame
 
 
 def hits(prog, arg, syms=(ASM_DONE, ASM_STITCH, C_SYNC), frames=True, pre=None):
@@ -72,10 +72,10 @@ def test():
         ok &= T.report(h[path] > 100 and h[C_SYNC] == 0,
                        "%s: %d trace exits linked in assembly (%d at %s), %d synced in C"
                        % (prog, h[ASM_DONE] + h[ASM_STITCH], h[path], path, h[C_SYNC]))
-    h = hits("traceexit", "20000", (EXIT, EXIT_OFF), frames=False)
+    h = hits("traceexit", "2000", (EXIT, EXIT_OFF), frames=False)
     ok &= T.report(h[EXIT] > 100 and h[EXIT_OFF] == 0,
                    "never on: %d trace exits, %d reset rbp" % (h[EXIT], h[EXIT_OFF]))
-    h = hits("traceexit", "20000", (EXIT, EXIT_OFF), frames=False, pre=START_STOP)
+    h = hits("traceexit", "2000", (EXIT, EXIT_OFF), frames=False, pre=START_STOP)
     ok &= T.report(h[EXIT] > 100 and h[EXIT_OFF] >= h[EXIT],
                    "on, then off: %d trace exits, %d reset rbp" % (h[EXIT], h[EXIT_OFF]))
     return ok

@@ -304,7 +304,7 @@ def run(opts, jit):
                                text=True)
         time.sleep(1)
         out = os.path.join(tmp, "prof")
-        r = subprocess.run([opts.ljperf, "record", "-p", ",".join(map(str, workers)),
+        r = subprocess.run([sys.executable, opts.ljperf, "record", "-p", ",".join(map(str, workers)),
                             "--duration", str(opts.seconds), "-F", str(opts.freq),
                             "-o", out], capture_output=True, text=True)
         wout, _ = wrk.communicate(timeout=opts.seconds + 30)

@@ -80,7 +80,7 @@ def main():
                                 ngx.url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         time.sleep(0.5)
         out = os.path.join(tmp, "prof")
-        rec = subprocess.Popen([o.ljperf, "record", "--nginx", str(ngx.master), "--duration",
+        rec = subprocess.Popen([sys.executable, o.ljperf, "record", "--nginx", str(ngx.master), "--duration",
                                 str(o.seconds), "-F", "999", "--per-process", "-o", out],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2)

@@ -1,7 +1,9 @@
 # Builds a prepared LuaJIT tree with its own Makefile (the only supported way
 # to build LuaJIT) and installs the results under the build directory.
 # Invariant: every variant is built with exactly LJPERF_LUAJIT_MAKEFLAGS, so
-# luajit and luajit-base differ only by the patch and the emitter sources.
+# luajit and luajit-base differ only by the patch and the emitter sources
+# (a STATIC build skips the shared library and its -fPIC objects, nothing
+# else: its interpreter and static library come from the same rules).
 
 include(ProcessorCount)
 ProcessorCount(LJPERF_NPROC)
@@ -24,7 +26,6 @@ set(LJPERF_LUAJIT_MAKEFLAGS
     "CCDEBUG=-g"
     "XCFLAGS=-DLUAJIT_ENABLE_GC64 ${LJPERF_XCFLAGS}"
     "PREFIX=${CMAKE_BINARY_DIR}"
-    "BUILDMODE=mixed"
     "Q=")
 
 # The files the series adds to the VM (vm_patch/src, emitter/), compiled into
@@ -33,14 +34,22 @@ file(GLOB LJPERF_EMITTER_SOURCES CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/vm_patch/src/*.c" "${PROJECT_SOURCE_DIR}/vm_patch/src/*.h"
      "${PROJECT_SOURCE_DIR}/emitter/*.c" "${PROJECT_SOURCE_DIR}/emitter/*.h")
 
-# ljperf_build_luajit(TREE NAME [EMITTER] [INSTALL_LIBS])
+# ljperf_build_luajit(TREE NAME [EMITTER] [INSTALL_LIBS] [STATIC])
 # Builds TREE and installs its interpreter as bin/NAME. EMITTER copies the
-# emitter sources into the tree first. With INSTALL_LIBS the libraries,
+# emitter sources into the tree first. STATIC builds no shared library (the
+# controls: nothing links theirs). With INSTALL_LIBS the libraries,
 # headers, pkg-config file and jit.* modules are installed too. A tree with
 # src/Makefile is built by it; a CMake-only tree (tarantool/luajit) by its
 # own CMake, in TREE/build, with the same flags.
 function(ljperf_build_luajit TREE NAME)
-  cmake_parse_arguments(ARG "INSTALL_LIBS;EMITTER" "" "" ${ARGN})
+  cmake_parse_arguments(ARG "INSTALL_LIBS;EMITTER;STATIC" "" "" ${ARGN})
+  if(ARG_STATIC AND ARG_INSTALL_LIBS)
+    message(FATAL_ERROR "ljperf_build_luajit(${NAME}): INSTALL_LIBS needs the shared library")
+  endif()
+  set(buildmode mixed)
+  if(ARG_STATIC)
+    set(buildmode static)
+  endif()
   set(src "${TREE}/src")
   file(GLOB_RECURSE tree_sources CONFIGURE_DEPENDS
        "${src}/*.c" "${src}/*.h" "${src}/*.dasc" "${src}/Makefile" "${src}/CMakeLists.txt")
@@ -49,7 +58,7 @@ function(ljperf_build_luajit TREE NAME)
     set(pc "${TREE}/etc/luajit.pc")
     set(verfile "${TREE}/Makefile")
     set(build COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
-              -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS})
+              -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS} "BUILDMODE=${buildmode}")
   elseif(EXISTS "${TREE}/CMakeLists.txt")
     set(out "${TREE}/build/src")
     set(pc "${TREE}/build/etc/luajit.pc")
@@ -60,14 +69,17 @@ function(ljperf_build_luajit TREE NAME)
       COMMAND ${CMAKE_COMMAND} -S "${TREE}" -B "${TREE}/build"
               "-DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}" -DCMAKE_BUILD_TYPE=LJPerf
               "-DCMAKE_C_FLAGS_LJPERF=${LJPERF_CFLAGS} -g ${LJPERF_XCFLAGS}"
-              -DLUAJIT_ENABLE_GC64=ON -DBUILDMODE=mixed
+              -DLUAJIT_ENABLE_GC64=ON -DBUILDMODE=${buildmode}
               "-DCMAKE_INSTALL_PREFIX=${CMAKE_BINARY_DIR}" >"${TREE}.configure.log"
       COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
               -C "${TREE}/build" -j${LJPERF_NPROC})
   else()
     message(FATAL_ERROR "${TREE}: neither src/Makefile nor CMakeLists.txt: cannot build it")
   endif()
-  set(outs "${out}/luajit" "${out}/libluajit.a" "${out}/libluajit.so")
+  set(outs "${out}/luajit" "${out}/libluajit.a")
+  if(NOT ARG_STATIC)
+    list(APPEND outs "${out}/libluajit.so")
+  endif()
   set(vmdef "")		# jit/vmdef.lua: generated into the build tree?
   if(NOT out STREQUAL src)
     set(vmdef "'${out}/jit/vmdef.lua'")

@@ -45,7 +45,7 @@ if(NOT ljperf_lj2_family STREQUAL "openresty")
   message(FATAL_ERROR "${ljperf_lj2_src} is not OpenResty's luajit2 (vm_patch/apply says family "
           "'${ljperf_lj2_family}')")
 endif()
-ljperf_build_luajit("${LJ2_BASE_TREE}" luajit2-base)
+ljperf_build_luajit("${LJ2_BASE_TREE}" luajit2-base STATIC)
 ljperf_build_luajit("${LJ2_PATCHED_TREE}" luajit2 EMITTER)
 
 # The drop-in shared library (soname libluajit-5.1.so.2, like Debian's

@@ -36,6 +36,7 @@ printed), 1 error (one line on stderr), 2 bad arguments.
 
 import argparse
 import datetime
+import functools
 import glob
 import html
 import json
@@ -139,7 +140,7 @@ def perf_probe(perf, event):
     d = tempfile.mkdtemp(prefix="ljperf-probe-")
     try:
         r = subprocess.run([perf, "--buildid-dir", os.path.join(d, ".debug"), "record",
-                            "-q", "-N"] + no_bpf_event(perf) +
+                            "-q", "-N"] + list(no_bpf_event(perf)) +
                            ["-e", event, "-o", os.path.join(d, "p.data"), "--", "true"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True, errors="replace")
@@ -157,8 +158,9 @@ def paranoid_error(value):
                 "(fix: sudo sysctl kernel.perf_event_paranoid=2, or run as root)" % value)
 
 
+@functools.lru_cache(maxsize=None)
 def no_bpf_event(perf):
-    """["--no-bpf-event"] if this perf has it (perf >= 5.1): without it perf
+    """("--no-bpf-event",) if this perf has it (perf >= 5.1): without it perf
     record waits up to a second after the program ends, or after SIGINT, for
     its BPF side-band thread, which ljperf does not need (it samples user
     space)."""
@@ -166,8 +168,8 @@ def no_bpf_event(perf):
         r = subprocess.run([perf, "record", "-h"], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, errors="replace", timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return ["--no-bpf-event"] if "--no-bpf-event" in r.stdout + r.stderr else []
+        return ()
+    return ("--no-bpf-event",) if "--no-bpf-event" in r.stdout + r.stderr else ()
 
 
 def check_access(perf, event):
@@ -903,7 +905,7 @@ def record_with(opts, cmd, perf, event, pids, had_dump, noswitch, release=None):
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
     argv = ([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q"] +
-            no_bpf_event(perf) +
+            list(no_bpf_event(perf)) +
             ["-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=" + PC_USER_REGS,
              "-F", str(opts.freq), "-o", data])
     env = dict(os.environ)

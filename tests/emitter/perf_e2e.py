@@ -65,8 +65,10 @@ class Session:
 
     def record(self, mode, secs, outputs="both"):
         env = dict(os.environ, LUAJIT_PERF_DIR=self.tmp, E2E_OUTPUTS=outputs)
-        out = self.perf(["record", "-q", "--no-bpf-event", "-k", "mono", "-F", "999", "-g", "--call-graph", "fp",
-                         "-o", "perf.data", "--", PROG, mode, str(secs)], env=env)
+        # --no-bpf-event: perf would wait a second for its BPF side-band thread.
+        out = self.perf(["record", "-q", "--no-bpf-event", "-k", "mono", "-F", "999", "-g",
+                         "--call-graph", "fp", "-o", "perf.data", "--", PROG, mode, str(secs)],
+                        env=env)
         m = re.search(r"^pid (\d+)$", out, re.M)
         check(m, "e2e_prog printed no pid: %r" % out)
         self.pid = int(m.group(1))

@@ -6,7 +6,9 @@ the end, and /tmp/perf-PID.map files of the programs a test started are
 deleted. perf problems make tests FAIL with a message, never skip.
 """
 
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,18 @@ def tmp_files(pid):
     is unset: its perf map, its jitdump and the jitdump's .inline file."""
     return ["/tmp/perf-%d.map" % pid, "/tmp/jit-%d.dump" % pid,
             "/tmp/jit-%d.dump.inline" % pid]
+
+
+def dump_pids(d):
+    """Pids of the processes that wrote a jitdump under D (a test's
+    LUAJIT_PERF_DIR): its programs and the children they forked, which
+    get their files at fork."""
+    pids = set()
+    for f in glob.glob(os.path.join(d, "**", "jit-*.dump"), recursive=True):
+        m = re.search(r"jit-(\d+)\.dump$", f)
+        if m:
+            pids.add(int(m.group(1)))
+    return pids
 
 
 def remove_tmp_files(pids):
@@ -104,7 +118,7 @@ class PerfSession:
         return self
 
     def __exit__(self, *exc):
-        remove_tmp_files(self.pids)
+        remove_tmp_files(self.pids | dump_pids(self.dir))
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def path(self, name):

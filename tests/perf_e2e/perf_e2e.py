@@ -157,9 +157,7 @@ class Session(T.PerfSession):
         self.n = 0
 
     def __exit__(self, *exc):
-        for f in glob.glob(self.path("**/jit-*.dump"), recursive=True):
-            m = re.search(r"jit-(\d+)\.dump$", f)
-            self.pids.add(int(m.group(1)))
+        self.pids |= T.dump_pids(self.dir)
         if KEEP:
             print("kept", self.dir)
             for pid in self.pids:

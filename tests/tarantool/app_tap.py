@@ -30,6 +30,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+import ljptest  # noqa: E402  (dump_pids)
+
 # Tests that need no network and no helper built by Tarantool's test suite
 # (tests/tarantool/CMakeLists.txt makes one ctest of each). Fiber-based:
 # cfg, init_script, logger, popen, snapshot, tap; console and console_lua
@@ -188,10 +191,7 @@ def run_one(binary, source, test, perf, timeout):
         # A child the test's Tarantool forked (the logger's pipe, popen) gets
         # its files at fork, then runs another program: an empty perf map
         # (README, Workers as nobody). Its jitdump names its pid, here.
-        for name in os.listdir(work):
-            m = re.match(r'jit-(\d+)\.dump$', name)
-            if m:
-                pids.add(int(m.group(1)))
+        pids |= ljptest.dump_pids(work)
         remove_perf_maps(pids, started)
         return (rc, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace'),
                 seconds)

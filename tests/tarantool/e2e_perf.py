@@ -188,6 +188,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'perf-script'))
 import perfscript  # noqa: E402  (the one perf script reader)
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
+import ljptest  # noqa: E402
 
 ROOTS = {
     'main': 'main',
@@ -756,8 +758,7 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
                   cwd=work, env=env, stdin=subprocess.DEVNULL, timeout=300)
         out = rec.stdout.decode('utf-8', 'replace')
         err = rec.stderr.decode('utf-8', 'replace')
-        pids.update(int(n[4:-5]) for n in os.listdir(work)
-                    if n.startswith('jit-') and n.endswith('.dump') and n[4:-5].isdigit())
+        pids |= ljptest.dump_pids(work)
         if rec.returncode != 0 or 'ljperf demo:' not in out:
             raise RuntimeError('perf record of %s failed (exit %d):\n%s%s'
                                % (binary, rec.returncode, out, err[-2000:]))

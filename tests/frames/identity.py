@@ -59,6 +59,7 @@ CASES = {
     "callbacks": ("spin", [["main", "driver", "caller", "ffilib_each", "cbfn",
                             "spin"]], 100, 400),
     "toggles": ("spin", [["main", "driver", "a", "spin"], ["main", "driver", "b", "spin"],
+                         ["main", "driver", "c", "spin"],
                          ["main", "driver", "cofn", "spin"]], 500, 3000),
     "helpers": (VM_HELPER, [["main", "driver", "alloc"]], 30, 150),
 }

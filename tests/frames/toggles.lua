@@ -1,5 +1,5 @@
 -- Frame recording switched on and off from inside nested calls and inside
--- a coroutine. Prints "ON ns"/"OFF ns" (CLOCK_MONOTONIC) after each switch.
+-- coroutines. Prints "ON ns"/"OFF ns" (CLOCK_MONOTONIC) after each switch.
 -- The driver's own spin runs with recording off (stacks without Lua frames).
 local ffi = require("ffi")
 ffi.cdef[[typedef struct { long s, ns; } tg_ts; int clock_gettime(int, tg_ts *);]]
@@ -20,11 +20,21 @@ local function cofn(n)
     n = coroutine.yield(r + spin(n))
   end
 end
+-- Switched on inside a coroutine that then yields: back in the driver, c
+-- runs with recording still on and must be linked under driver and main.
+local function cofn2(n)
+  while true do
+    assert(perf.start("frames")) mark("ON")
+    n = coroutine.yield(n + 0)
+  end
+end
+local function c(n) local r = spin(n) perf.stop("frames") mark("OFF") return r + 0 end
 local function driver(rounds)
-  local co = coroutine.wrap(cofn)
+  local co, co2 = coroutine.wrap(cofn), coroutine.wrap(cofn2)
   local s = 0
   for r = 1, rounds do
     s = s + a(20000) + b(20000) + spin(100000) + co(20000)  -- off: spin(100000)
+    s = s + co2(1) + c(20000)
   end
   return s
 end

@@ -205,7 +205,8 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
 
 /* Fixes a saved interpreter rbp found at VM entry CF of L (recording was
 ** off when it was saved). Another thread's VM below (a resume): its top
-** record, now. L's own VM below: returned, the caller links it later.
+** record, now; coroutine.resume returns to its caller with this rbp and
+** does not relink. L's own VM below: returned, the caller links it later.
 */
 static void **fprec_fixslot(lua_State *L, void *cf, FPThreads *th)
 {

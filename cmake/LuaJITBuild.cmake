@@ -101,9 +101,11 @@ function(ljperf_build_luajit TREE NAME)
     VERBATIM)
   set(bin "${CMAKE_BINARY_DIR}/bin/${NAME}")
   set(installed "${bin}")
-  # The VM must run in GC64 mode (the only mode the patch supports).
+  # The VM must run in GC64 mode (the only mode the patch supports). A
+  # bytecode dump's flags have FR2 (8) set exactly then on x64; unlike
+  # ffi.abi this also works in a build with LUAJIT_DISABLE_FFI.
   set(cmds
-    COMMAND "${out}/luajit" -e "if not require('ffi').abi('gc64') then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only x86-64 GC64\\n') os.exit(1) end"
+    COMMAND "${out}/luajit" -e "if string.dump(function() end, true):byte(5) % 16 < 8 then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only x86-64 GC64\\n') os.exit(1) end"
     COMMAND ${CMAKE_COMMAND} -E copy "${out}/luajit" "${bin}")
   if(ARG_INSTALL_LIBS)
     set(lib "${CMAKE_BINARY_DIR}/lib")

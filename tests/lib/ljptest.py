@@ -10,6 +10,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -208,8 +209,20 @@ def time_ns(sample):
     return perfscript.time_to_ns(sample.time)[0] if sample.time else 0
 
 
-def run(cmd, env=None, **kw):
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, **kw)
+def run(cmd, env=None, timeout=None, **kw):
+    """Runs CMD to its end with text output captured (a CompletedProcess).
+    It runs in a session of its own: on TIMEOUT seconds the whole session
+    (e.g. perf and the program it records) is killed and the test fails
+    with one line."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        fail("%s did not finish within %s s" % (" ".join(map(str, cmd)), timeout))
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def report(ok, msg):

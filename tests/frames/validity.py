@@ -39,9 +39,12 @@ NOFP_SYMS = {"pthread_atfork", "atexit", "at_quick_exit", "__stack_chk_fail_loca
 # is that code's (lj_err_unwind_dwarf: the personality routine libgcc_s's
 # unwinder calls while an error unwinds; the emitter's set-up run by libc's
 # pthread_once and its fork handlers run by libc's fork: a sample in their
-# first or last instructions reads libc's rbp, whatever it holds).
+# first or last instructions reads libc's rbp, whatever it holds; and
+# profile_signal, jit.profile's signal handler, entered through libc's
+# signal trampoline with the interrupted code's rbp, which is libc's own
+# when the signal lands in malloc, as in a LUAJIT_USE_SYSMALLOC build).
 CALLED_BY_NOFP = {"lj_err_unwind_dwarf", "ljp_register_atfork", "perf_register_atexit",
-                  "ljp_fork_prepare", "ljp_fork_parent", "ljp_fork_child"}
+                  "ljp_fork_prepare", "ljp_fork_parent", "ljp_fork_child", "profile_signal"}
 # The program is ending once one of these is on the stack: lua_close and
 # os.exit(code, true) free the Lua frames under their callers' C frames, and
 # libc's exit runs our exit handler (perf_atexit) from frameless code.

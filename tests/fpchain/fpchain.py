@@ -73,13 +73,13 @@ def measure(scenario, vm, sess, env_extra=None):
     # A sample in a library without frame pointers (libc's malloc, which a
     # LUAJIT_USE_SYSMALLOC build calls for every allocation) starts its
     # chain from that code's rbp: no VM can make it reach main.
-    nofp = [s for s in window if s.frames and T.is_nofp_dso(s.frames[0][3])]
-    window = [s for s in window if not (s.frames and T.is_nofp_dso(s.frames[0][3]))]
+    judged = [s for s in window if not (s.frames and T.is_nofp_dso(s.frames[0][3]))]
+    nofp, window = len(window) - len(judged), judged
     reach = [s for s in window if T.has_sym(s, "main")]
     share = len(reach) / max(len(window), 1)
     print("%s on %s: %d of %d samples reach main (%.2f%%), %d more in libraries "
           "without frame pointers" % (scenario, vm, len(reach), len(window), 100 * share,
-                                      len(nofp)))
+                                      nofp))
     if vm == "luajit":
         for s in [s for s in window if not T.has_sym(s, "main")][:3]:
             print("  not reaching main:", " <- ".join(

@@ -11,12 +11,13 @@ sample's time). Samples are selected by where they land: for a Lua leaf,
 the sampled PC (R13) lies in that function's bytecode while an interpreter
 handler runs, or the sample is in a trace owned by a function of an
 expected sequence (traces of other functions, such as the program's own
-reporting, are not on the leaf's path); for a C leaf, the leaf symbol. The chain of each selected sample, reduced to Lua
-functions (and the named C functions), must equal one of the expected
-sequences, root first, in at least 99.5% of them. Samples in trace code
-(JIT mode) may miss the frames the running traces created: their Lua
-frames must form a prefix of an expected sequence, and the trace's owner
-must be one of the functions after that prefix.
+reporting, are not on the leaf's path); for a C leaf, the leaf symbol. The
+chain of each selected sample, reduced to Lua functions (and the named C
+functions), must equal one of the expected sequences, root first, in at
+least 99.5% of them. Samples in trace code (JIT mode) may miss the frames
+the running traces created: their Lua frames must form a prefix of an
+expected sequence, and the trace's owner must be one of the functions after
+that prefix.
 """
 
 import os

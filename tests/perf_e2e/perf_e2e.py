@@ -58,6 +58,10 @@ Tests (ctest perf_e2e.TEST):
   lua_api.interp|jit  jit.perf.status/start/stop, start at run time describes
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
+  lua_api.require     require("jit.perf") with the host's own package.loaders
+                      (as Tarantool 3 installs), with none, and with a
+                      searcher that has a jit.perf of its own (which wins);
+                      the control VM (luajit-base) does not find it.
   c_api               luaJIT_perf_start/stop/status from a C host; the
                       status bits LUAJIT_PERF_MAP/JITDUMP/FRAMES; "all" is
                       rejected.
@@ -798,6 +802,23 @@ def test_lua_api(mode):
     return True
 
 
+def test_lua_require():
+    want = ["host searchers\thost module\ttrue",
+            "host miss\tfalse\tmodule 'no.such.module' not found: \tno host module 'no.such.module'",
+            "status\tfalse", "no searchers\ttrue", "own searcher\town jit.perf"]
+    p = subprocess.run([LUAJIT, "require.lua"], cwd=PROGS, capture_output=True, text=True,
+                       env=dict(os.environ, LUAJIT_PERF=""))
+    check(p.returncode == 0 and p.stderr == "", "exit %d, stderr %r" % (p.returncode, p.stderr))
+    check(p.stdout.splitlines() == want, "got %r, want %r" % (p.stdout.splitlines(), want))
+    base = subprocess.run([T.binpath("luajit-base"), "require.lua"], cwd=PROGS,
+                          capture_output=True, text=True)
+    check(base.returncode != 0 and "module 'jit.perf' not found" in base.stderr,
+          "the control VM found jit.perf: %r %r" % (base.stdout, base.stderr))
+    info("lua_api.require: jit.perf found under the host's own loaders and with none; "
+         "a searcher's own jit.perf wins; the control does not find it")
+    return True
+
+
 def test_c_api():
     check(os.access(HOST, os.X_OK), "LJP_E2E_HOST=%r is not built" % HOST)
     with Session() as s:
@@ -1074,6 +1095,7 @@ TESTS = {
     "off": test_off,
     "lua_api.interp": lambda: test_lua_api("interp"),
     "lua_api.jit": lambda: test_lua_api("jit"),
+    "lua_api.require": test_lua_require,
     "c_api": test_c_api,
     "trace_protos": test_trace_protos,
     "fault.symlink_map": lambda: test_fault("symlink_map"),

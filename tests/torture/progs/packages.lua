@@ -1,7 +1,8 @@
 -- What the standard library set-up leaves in package.preload and
 -- package.loaded, and how require searches: the patched VM registers nothing
--- of its own there (jit.perf is answered by the preload searcher only when
--- asked for), so both VMs list the same modules and say the same on a miss.
+-- of its own there (require answers jit.perf itself, only when asked for
+-- and every loader missed it), so both VMs list the same modules and say
+-- the same on a miss.
 local T = dofile("progs/_tlib.lua")
 local log, check = T.log, T.check
 

@@ -798,11 +798,171 @@ static int perf_ptradd(LJPSet *ps, void *p)
   return 0;
 }
 
+/* -- Names of prototypes whose parent is gone ------------------------------ */
+
+/* A started VM names such a prototype from where the heap keeps a closure of
+** it, as its parent's bytecode would have: a local function by the upvalue
+** name its callers capture it under (fib), a field of a table by the
+** table's upvalue or global name and the key path (M.handle, M:method,
+** Class.new), a global by its key; failing those, a field of a loaded
+** module by the module's name (app.handle). The lowest rank wins, then the
+** smaller name. Each table is walked once per level, under the best name
+** it was reached by. Runs only at a start.
+*/
+enum { PERF_HN_UPVAL = 0, PERF_HN_GLOBAL = 4, PERF_HN_MODULE = 8 };  /* Ranks. */
+#define PERF_HN_DEPTH	2	/* Key levels below a named table. */
+
+typedef struct PerfHeapName {
+  const void *obj;	/* GCproto named, or GCtab to walk. */
+  int rank;
+  char name[];
+} PerfHeapName;
+
+static int perf_hneq(const void *p, const void *key)
+{
+  return ((const PerfHeapName *)p)->obj == key;
+}
+
+/* Offers NAME (rank RANK) for OBJ in set S: kept if better than before. */
+static void perf_hnoffer(LJPSet *s, const void *obj, const char *name, int rank)
+{
+  uint64_t h = ljp_hash_ptr(obj);
+  size_t len = strlen(name) + 1;
+  LJPSlot *slot;
+  PerfHeapName *e;
+  if (!*name || ljp_set_reserve(s) < 0) return;
+  slot = ljp_set_slot(s, h, perf_hneq, obj);
+  if (slot->h) {
+    PerfHeapName *o = (PerfHeapName *)slot->p;
+    if (o->rank < rank || (o->rank == rank && strcmp(o->name, name) <= 0))
+      return;
+  }
+  e = (PerfHeapName *)malloc(sizeof(PerfHeapName) + len);
+  if (!e) return;
+  e->obj = obj; e->rank = rank;
+  memcpy(e->name, name, len);
+  if (slot->h) { free(slot->p); slot->p = e; }
+  else ljp_set_fill(s, slot, h, e);
+}
+
+/* Empties S and frees its entries. */
+static void perf_hnfree(LJPSet *s)
+{
+  size_t i;
+  for (i = 0; s->v && i <= s->mask; i++)
+    if (s->v[i].h) free(s->v[i].p);
+  ljp_set_free(s);
+}
+
+/* Offers V, known as NAME: a Lua function's prototype to PROTOS (unless
+** its parent names it), a table to TABS, to walk.
+*/
+static void perf_hnvalue(LJPSet *protos, LJPSet *tabs, LJPSet *haveparent,
+			 cTValue *v, const char *name, int rank)
+{
+  if (tvisfunc(v) && isluafunc(funcV(v))) {
+    GCproto *pt = funcproto(funcV(v));
+    if (!ljp_set_find(haveparent, ljp_hash_ptr(pt), perf_ptreq, pt))
+      perf_hnoffer(protos, pt, name, rank);
+  } else if (tvistab(v) && tabs) {
+    perf_hnoffer(tabs, tabV(v), name, rank);
+  }
+}
+
+/* Offers the string-keyed values of T, each named PREFIX.KEY (PREFIX:KEY
+** for a method; KEY alone without PREFIX), one rank worse than RANK.
+*/
+static void perf_hnfields(LJPSet *protos, LJPSet *tabs, LJPSet *haveparent,
+			  GCtab *t, const char *prefix, int rank)
+{
+  Node *node = noderef(t->node);
+  uint32_t i;
+  for (i = 0; i <= t->hmask; i++) {
+    cTValue *k = &node[i].key, *v = &node[i].val;
+    if (tvisstr(k) && (tvisfunc(v) || tvistab(v))) {
+      char buf[PERF_NAMESZ];
+      PerfBuf b = { buf, 0, sizeof(buf) };
+      buf[0] = '\0';
+      if (prefix) {
+	int self = tvisfunc(v) && isluafunc(funcV(v)) &&
+		   perf_isself(funcproto(funcV(v)));
+	pb_raw(&b, prefix);
+	pb_raw(&b, self ? ":" : ".");
+      }
+      pb_str(&b, strdata(strV(k)));
+      perf_hnvalue(protos, tabs, haveparent, v, buf, rank + (prefix != NULL));
+    }
+  }
+}
+
+/* The string-keyed value of T named KEY (no string is made), or NULL. */
+static cTValue *perf_hnfield(GCtab *t, const char *key)
+{
+  Node *node = noderef(t->node);
+  uint32_t i;
+  for (i = 0; i <= t->hmask; i++)
+    if (tvisstr(&node[i].key) && !strcmp(strdata(strV(&node[i].key)), key))
+      return &node[i].val;
+  return NULL;
+}
+
+/* Gives every prototype without parent and without a name the best name
+** the heap offers (perf_names_put, as if its parent had named it).
+*/
+static void perf_heapnames(global_State *g, LJPSet *haveparent)
+{
+  LJPSet protos = { NULL, 0, 0 }, tabs = { NULL, 0, 0 };
+  GCtab *env = tabref(mainthread(g)->env);
+  cTValue *loaded = tvistab(&g->registrytv) ?
+		    perf_hnfield(tabV(&g->registrytv), "_LOADED") : NULL;
+  GCobj *o;
+  size_t i;
+  int depth;
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn)) {
+      uint32_t u;
+      for (u = 0; u < o->fn.l.nupvalues; u++)
+	perf_hnvalue(&protos, &tabs, haveparent,
+		     uvval(&gcref(o->fn.l.uvptr[u])->uv),
+		     lj_debug_uvname(funcproto(&o->fn), u), PERF_HN_UPVAL);
+    }
+  if (env) perf_hnfields(&protos, &tabs, haveparent, env, NULL, PERF_HN_GLOBAL);
+  if (loaded && tvistab(loaded)) {  /* package.loaded: modules by name. */
+    GCtab *t = tabV(loaded);
+    Node *node = noderef(t->node);
+    for (i = 0; i <= t->hmask; i++)
+      if (tvisstr(&node[i].key) && tvistab(&node[i].val))
+	perf_hnoffer(&tabs, tabV(&node[i].val), strdata(strV(&node[i].key)),
+		     PERF_HN_MODULE);
+  }
+  for (depth = 1; depth <= PERF_HN_DEPTH; depth++) {  /* One level a round. */
+    LJPSet next = { NULL, 0, 0 };
+    for (i = 0; tabs.v && i <= tabs.mask; i++)
+      if (tabs.v[i].h) {
+	PerfHeapName *e = (PerfHeapName *)tabs.v[i].p;
+	perf_hnfields(&protos, depth < PERF_HN_DEPTH ? &next : NULL,
+		      haveparent, (GCtab *)e->obj, e->name, e->rank);
+      }
+    perf_hnfree(&tabs);
+    tabs = next;
+  }
+  perf_hnfree(&tabs);
+  for (i = 0; protos.v && i <= protos.mask; i++)
+    if (protos.v[i].h) {
+      PerfHeapName *e = (PerfHeapName *)protos.v[i].p;
+      char old[PERF_NAMESZ];
+      perf_names_get((GCproto *)e->obj, old, sizeof(old));
+      if (!old[0]) perf_names_put((GCproto *)e->obj, e->name);
+    }
+  perf_hnfree(&protos);
+}
+
 /* Describes every live prototype and trace of G (start, fork) in one
 ** batch. Prototypes with a parent are described (and named) from it; one
 ** whose parent is gone (a module's main chunk runs once and is collected)
 ** keeps the name it got when it was first described (names table: in a
-** fork child, the parent's).
+** fork child, the parent's), or else gets one from the heap
+** (perf_heapnames).
 */
 static size_t perf_all(global_State *g)
 {
@@ -825,6 +985,8 @@ static size_t perf_all(global_State *g)
   if (!ok) {  /* Then every prototype is a root, described without name. */
     ljp_set_free(&haveparent);
     ljp_emit_drop(LJP_DROP_PARENT);
+  } else {
+    perf_heapnames(g, &haveparent);
   }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TPROTO) {

@@ -58,6 +58,13 @@ Tests (ctest perf_e2e.TEST):
   lua_api.interp|jit  jit.perf.status/start/stop, start at run time describes
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
+  names.late          progs/late_names.lua: jit.perf.start() after the main
+                      chunk of a required module (late_mod.lua) was
+                      collected names the module's functions (local
+                      function, local f = function, M.f, M:m, t.k =
+                      function, Class.new, Class:get, a global) as
+                      LUAJIT_PERF=1 from the start does; its anonymous
+                      closure stays anonymous. No perf.
   lua_api.require     require("jit.perf") with the host's own package.loaders
                       (as Tarantool 3 installs), with none, and with a
                       searcher that has a jit.perf of its own (which wins);
@@ -802,6 +809,37 @@ def test_lua_api(mode):
     return True
 
 
+def late_names(arg):
+    """{definition line: label} of late_mod.lua's functions, as the
+    jitdump of `late_names.lua ARG` describes them."""
+    with Session() as s:
+        r = s.run([LUAJIT, "late_names.lua"] + arg, perf=False,
+                  env={"LUAJIT_PERF": "" if arg else "1"})
+        check(r.stderr == "", "stderr: %r" % r.stderr)
+        out = {}
+        for l in loads_of(s.dump_path(s.only_pid())):
+            m = not l.name.startswith("TRACE_") and re.match(r"(?:(.*)@)?late_mod\.lua:(\d+)$", l.name)
+            if m and int(m.group(2)) > 0:      # not the main chunk (gone, late)
+                out[int(m.group(2))] = l.name
+        return out, r.stdout
+
+
+def test_names_late():
+    start, out1 = late_names([])
+    late, out2 = late_names(["late"])
+    check(out1 == out2, "results differ: %r %r" % (out1, out2))
+    named = sorted(n.split("@")[0] for n in start.values() if "@" in n)
+    want = ["Class.new", "Class:get", "M.assigned", "M.field", "M.make_counter", "M.work",
+            "M:method", "fib", "late_global", "square"]
+    check(named == want, "LUAJIT_PERF=1 from the start names %s, want %s" % (named, want))
+    diff = {k: (start.get(k), late.get(k)) for k in set(start) | set(late) if start.get(k) != late.get(k)}
+    check(not diff, "started late, the names differ from those given at load (line: (load, late)): %s"
+          % sorted(diff.items()))
+    info("names.late: %d functions of a collected chunk named as at load time: %s"
+         % (len(named), ", ".join(named)))
+    return True
+
+
 def test_lua_require():
     want = ["host searchers\thost module\ttrue",
             "host miss\tfalse\tmodule 'no.such.module' not found: \tno host module 'no.such.module'",
@@ -1095,6 +1133,7 @@ TESTS = {
     "off": test_off,
     "lua_api.interp": lambda: test_lua_api("interp"),
     "lua_api.jit": lambda: test_lua_api("jit"),
+    "names.late": test_names_late,
     "lua_api.require": test_lua_require,
     "c_api": test_c_api,
     "trace_protos": test_trace_protos,

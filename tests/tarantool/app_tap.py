@@ -5,10 +5,12 @@ Every test runs four times, each in a fresh temporary directory:
 tarantool-base and tarantool, each with LUAJIT_PERF unset and set to 1.
 The TAP result lines ("ok N - ...", "not ok N - ...", plans "1..N", at
 every subtest level; whole stdout for tests that print no TAP) and the exit
-status of the four runs must be equal. UUIDs and hex addresses in test names
-are masked; a test whose results come in a different order (pairs() over
-tables keyed by tables, e.g. popen) is equal if each subtest has the same
-multiset of result lines.
+status of the four runs must be equal. UUIDs, hex addresses and the run's
+temporary directory in test names are masked; a test whose results come in
+a different order (pairs() over tables keyed by tables, e.g. popen) is
+equal if each subtest has the same multiset of result lines, and one whose
+lines differ only in numbers (names that print the time or a child's pid:
+datetime, gh-4983) is equal too; both are said in its line.
 Whether the base run passes is reported, not required: a test that fails
 for environmental reasons still has to fail the same way on both binaries.
 "Passes" means: stdout equals the test's .result file if it has one (as
@@ -33,20 +35,26 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
 import ljptest  # noqa: E402  (dump_pids)
 
-# Tests that need no network and no helper built by Tarantool's test suite
-# (tests/tarantool/CMakeLists.txt makes one ctest of each). Fiber-based:
-# cfg, init_script, logger, popen, snapshot, tap; console and console_lua
-# use fibers and unix sockets only. Left out: debug and inspector (need
-# test-run's server control), http_client (network, python httpd),
-# module_api (needs module_api.so built), tarantoolctl (needs tarantoolctl).
-DEFAULT_TESTS = [
-    'string', 'table', 'uri', 'clock', 'msgpack', 'json', 'yaml', 'csv',
-    'errno', 'func', 'trigger', 'pwd',
-    'cfg', 'init_script', 'logger', 'popen', 'snapshot', 'tap',
-    'console', 'console_lua',
-    'minimal', 'iconv', 'info', 'pcall', 'fail_main', 'logger_pipe', 'msgpackffi',
-    'gh-4761-json-per-call-options',
-]
+# The tests are those of the tree's test/app-tap directory (each version has
+# its own set), less these, which need what test-run or Tarantool's own test
+# build provides, or the network (tests/tarantool/CMakeLists.txt makes one
+# ctest of each of the others).
+EXCLUDED = {
+    'debug': "test-run's server control",
+    'inspector': "test-run's server control",
+    'http_client': 'the network and a Python httpd',
+    'module_api': "module_api.so, built by Tarantool's test suite",
+    'tarantoolctl': 'tarantoolctl',
+    'gh-2717-no-quit-sigint': 'an interactive console on a terminal (release_disabled)',
+}
+
+
+def tree_tests(source):
+    """The app-tap tests of the Tarantool tree SOURCE, less EXCLUDED, sorted."""
+    d = os.path.join(source, 'test', 'app-tap')
+    names = sorted(n[:-len('.test.lua')] for n in os.listdir(d) if n.endswith('.test.lua'))
+    return [n for n in names if n not in EXCLUDED]
+
 
 TAP_RESULT = re.compile(r'^(\s*)(not ok|ok)\b(.*)$')
 TAP_PLAN = re.compile(r'^(\s*)(\d+\.\.\d+)\b(.*)$')
@@ -56,6 +64,15 @@ MASKS = [
      '<uuid>'),
     (re.compile(r'0x[0-9a-fA-F]{6,}'), '<addr>'),
 ]
+
+
+DIGITS = re.compile(r'\d+')
+
+
+def unnumbered(lines):
+    """LINES with every number masked: for test names that print the time
+    or a child's pid (datetime, gh-4983), which differ from run to run."""
+    return [DIGITS.sub('<n>', x) for x in lines]
 
 
 def mask(line):
@@ -193,7 +210,10 @@ def run_one(binary, source, test, perf, timeout):
         # (README, Workers as nobody). Its jitdump names its pid, here.
         pids |= ljptest.dump_pids(work)
         remove_perf_maps(pids, started)
-        return (rc, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace'),
+        # Names that hold the run's own directory (the tarantool path of a
+        # child it starts) are the same in every run with it masked.
+        return (rc, out.decode('utf-8', 'replace').replace(work, '<work>'),
+                err.decode('utf-8', 'replace'),
                 seconds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -222,20 +242,24 @@ def first_difference(a, b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--list', action='store_true', help='print the default test names and exit')
+    ap.add_argument('--list', action='store_true',
+                    help="print the tests of --source's test/app-tap (less those that need "
+                         "test-run, the network or Tarantool's test build) and exit")
     ap.add_argument('--tarantool', help='patched tarantool binary')
     ap.add_argument('--tarantool-base', help='unpatched tarantool binary')
     ap.add_argument('--source', help='Tarantool source tree (has test/app-tap)')
     ap.add_argument('--timeout', type=float, default=120.0, help='seconds per run')
     ap.add_argument('-v', '--verbose', action='store_true',
                     help='print the output of runs that differ or fail')
-    ap.add_argument('tests', nargs='*', help='test names (default: %s)' % ' '.join(DEFAULT_TESTS))
+    ap.add_argument('tests', nargs='*', help='test names (default: those --list prints)')
     args = ap.parse_args()
+    if not args.source or not os.path.isdir(os.path.join(args.source, 'test', 'app-tap')):
+        ap.error('--source must be a Tarantool source tree with test/app-tap')
     if args.list:
-        print('\n'.join(DEFAULT_TESTS))
+        print('\n'.join(tree_tests(args.source)))
         return 0
-    if not (args.tarantool and args.tarantool_base and args.source):
-        ap.error('--tarantool, --tarantool-base and --source are required')
+    if not (args.tarantool and args.tarantool_base):
+        ap.error('--tarantool and --tarantool-base are required')
 
     args.tarantool = os.path.abspath(args.tarantool)
     args.tarantool_base = os.path.abspath(args.tarantool_base)
@@ -244,7 +268,7 @@ def main():
             print('not an executable: %s' % b, file=sys.stderr)
             return 2
     source = os.path.abspath(args.source)
-    tests = args.tests or DEFAULT_TESTS
+    tests = args.tests or tree_tests(source)
     for t in tests:
         if not os.path.isfile(os.path.join(source, 'test', 'app-tap', t + '.test.lua')):
             print('no such app-tap test: %s' % t, file=sys.stderr)
@@ -268,21 +292,25 @@ def main():
         passed = ref.passed(expected)
         status = 'PASS' if passed else 'FAIL'
         how = 'vs .result' if expected is not None else 'TAP'
-        diffs, reordered = [], []
+        diffs, reordered, renumbered = [], [], []
         for r in runs[1:]:
             if r.rc != ref.rc:
                 diffs.append('%s exit %s vs base exit %s' % (r.label, r.rc, ref.rc))
             d = first_difference(ref.lines, r.lines)
             if d and ref.tap and r.tap and blocks(ref.lines) == blocks(r.lines):
                 reordered.append(r.label)
+            elif d and unnumbered(ref.lines) == unnumbered(r.lines):
+                renumbered.append(r.label)
             elif d:
                 diffs.append('%s line %d: %r vs base %r' % (r.label, d[0] + 1, d[2], d[1]))
         if diffs:
             same = 'DIFFERENT: ' + '; '.join(diffs)
-        elif reordered:
-            same = 'same results in all 4 runs (order differs in %s)' % ', '.join(reordered)
         else:
             same = 'same results in all 4 runs'
+            notes = (['order differs in %s' % ', '.join(reordered)] if reordered else []) + \
+                (['numbers in names differ in %s' % ', '.join(renumbered)] if renumbered else [])
+            if notes:
+                same += ' (%s)' % '; '.join(notes)
         what = ('%d ok, %d not ok, plan %s' % (ok, not_ok, plan) if ref.tap
                 else '%d stdout lines, no TAP' % len(ref.lines))
         print('%-14s base %s %s (exit %s, %s, %.1f s) | %s'

@@ -306,7 +306,8 @@ class Names:
     """Lua function ids: app.lua's ljperf_* functions (by the line of their
     `local function` in app.lua) and Tarantool's select_ffi."""
 
-    def __init__(self, app):
+    def __init__(self, app, required=('box_worker', 'box_batch', 'on_replace', 'hot_outer',
+                                      'hot_mid', 'hot_inner', 'codec_worker', 'codec_round')):
         base = re.escape(os.path.basename(app))
         self.app = {}
         with open(app, encoding='utf-8') as f:
@@ -317,10 +318,10 @@ class Names:
         self.res = [(fid, re.compile(r'^ljperf_%s@(?:.*/)?%s:%d$' % (fid, base, line)))
                     for fid, line in self.app.items()]
         self.res.append(('select_ffi', re.compile(r'^base_index_mt\.select_ffi@builtin/box/schema\.lua:\d+$')))
-        for fid in ('box_worker', 'box_batch', 'on_replace', 'hot_outer', 'hot_mid',
-                    'hot_inner', 'codec_worker', 'codec_round'):
+        for fid in required:
             if fid not in self.app:
-                raise RuntimeError('app.lua has no `local function ljperf_%s`' % fid)
+                raise RuntimeError('%s has no `local function ljperf_%s`'
+                                   % (os.path.basename(app), fid))
 
     def fid(self, name):
         for fid, rx in self.res:
@@ -751,7 +752,6 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
         if jit == 'off':
             env['LJPERF_APP_JIT'] = 'off'
         data = os.path.join(work, 'perf.data')
-        jdata = os.path.join(work, 'perf.jit.data')
         bid = ['--buildid-dir', os.path.join(work, '.debug')]
         rec = run([perf] + bid + ['record', '--no-bpf-event', '-k', 'mono', '-g', '--call-graph', 'fp',
                                   '--user-regs=r13', '-o', data, binary, app],
@@ -765,33 +765,9 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
         want = 'jit %s' % jit
         if want not in out:
             raise RuntimeError('the app did not run with the JIT %s:\n%s' % (jit, out))
-        inj = run([perf] + bid + ['inject', '--jit', '-i', data, '-o', jdata],
-                  cwd=work, timeout=300)
-        if inj.returncode != 0:
-            raise RuntimeError('perf inject --jit failed (exit %d): %s'
-                               % (inj.returncode, inj.stderr.decode('utf-8', 'replace')[-2000:]))
-        script = os.path.join(work, 'perf.script')
-        with open(script, 'wb') as f:
-            sc = subprocess.run([perf] + bid + ['script', '-i', jdata, '-F', FIELDS],
-                                cwd=work, stdout=f, stderr=subprocess.PIPE, timeout=600)
-        if sc.returncode != 0:
-            raise RuntimeError('perf script failed (exit %d): %s'
-                               % (sc.returncode, sc.stderr.decode('utf-8', 'replace')[-2000:]))
-        res = analyse(parse_script(script))
+        res = fold_recording(perf, lj_merge, work, data, names)
         pids |= res['pids']
-        kinds = os.path.join(work, 'kinds')
-        lm = run([sys.executable, lj_merge, '--jit-tag', '--jitdump', work, '--kinds', kinds,
-                  script], cwd=work, timeout=600)
-        if lm.returncode != 0:
-            raise RuntimeError('lj_merge failed (exit %d): %s'
-                               % (lm.returncode, lm.stderr.decode('utf-8', 'replace')[-2000:]))
-        res['stacks'] = parse_folded(lm.stdout.decode('utf-8', 'replace'), read_kinds(kinds), names)
-        if not res['stacks']:
-            raise RuntimeError('lj_merge printed no stacks: %s'
-                               % lm.stderr.decode('utf-8', 'replace')[-1000:])
-        res['jitdumps'] = sorted(n for n in os.listdir(work) if n.startswith('jit-'))
         res['app'] = out
-        res['dir'] = work
         return res
     finally:
         # The emitter writes /tmp/perf-PID.map (fixed path): remove ours.
@@ -802,6 +778,40 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
                 except OSError:
                     pass
             shutil.rmtree(work, ignore_errors=True)
+
+
+def fold_recording(perf, lj_merge, work, data, names):
+    """perf inject, perf script and lj_merge of the recording DATA made in
+    WORK (the jitdumps' directory): analyse()'s counts plus 'stacks' (the
+    folded stacks), 'jitdumps' and 'dir'. Raises RuntimeError."""
+    bid = ['--buildid-dir', os.path.join(work, '.debug')]
+    jdata = os.path.join(work, 'perf.jit.data')
+    inj = run([perf] + bid + ['inject', '--jit', '-i', data, '-o', jdata],
+              cwd=work, timeout=300)
+    if inj.returncode != 0:
+        raise RuntimeError('perf inject --jit failed (exit %d): %s'
+                           % (inj.returncode, inj.stderr.decode('utf-8', 'replace')[-2000:]))
+    script = os.path.join(work, 'perf.script')
+    with open(script, 'wb') as f:
+        sc = subprocess.run([perf] + bid + ['script', '-i', jdata, '-F', FIELDS],
+                            cwd=work, stdout=f, stderr=subprocess.PIPE, timeout=600)
+    if sc.returncode != 0:
+        raise RuntimeError('perf script failed (exit %d): %s'
+                           % (sc.returncode, sc.stderr.decode('utf-8', 'replace')[-2000:]))
+    res = analyse(parse_script(script))
+    kinds = os.path.join(work, 'kinds')
+    lm = run([sys.executable, lj_merge, '--jit-tag', '--jitdump', work, '--kinds', kinds,
+              script], cwd=work, timeout=600)
+    if lm.returncode != 0:
+        raise RuntimeError('lj_merge failed (exit %d): %s'
+                           % (lm.returncode, lm.stderr.decode('utf-8', 'replace')[-2000:]))
+    res['stacks'] = parse_folded(lm.stdout.decode('utf-8', 'replace'), read_kinds(kinds), names)
+    if not res['stacks']:
+        raise RuntimeError('lj_merge printed no stacks: %s'
+                           % lm.stderr.decode('utf-8', 'replace')[-1000:])
+    res['jitdumps'] = sorted(n for n in os.listdir(work) if n.startswith('jit-'))
+    res['dir'] = work
+    return res
 
 
 def report(name, res):

@@ -23,12 +23,14 @@ perf script fields (-F) and what each enables
   event           samples of the event with the most samples are kept (see --event).
   ip,sym,symoff,dso
                   the callchain (needs `perf record -g`). symoff is used to
-                  place Lua frames inside their function for --lines.
-  uregs           with R13 recorded (`--user-regs=r13`) and --lines, the exact
-                  line running in the innermost Lua function when the sample
-                  hit the interpreter (R13 is the VM's bytecode PC; BX in
-                  recordings of ljperf before 2026-11), else the
-                  function's frame record only tells its first line.
+                  place Lua frames inside their function for their lines
+                  (--lines, pprof).
+  uregs           with R13 recorded (`--user-regs=r13`), for --lines and
+                  pprof: the exact line running in the innermost Lua
+                  function when the sample hit the interpreter (R13 is the
+                  VM's bytecode PC; BX in recordings of ljperf before
+                  2026-11), else the function's frame record only tells its
+                  first line.
   --show-task-events (not a field): fork, thread and exec events. A forked
                   child that loads no code of its own writes no jit-PID.dump:
                   with these events its frames are named from its parent's
@@ -43,8 +45,9 @@ Frames
                  with --lines `LABEL:CURLINE`: the line of the call for a
                  caller, the PC register's line for the running function, `?` when the
                  function has made no call and the PC register does not tell (no uregs,
-                 or it runs a trace). Named by `perf inject --jit`
-                 (DSO jitted-PID-N.so) or, when perf prints [unknown], by
+                 or it runs a trace). pprof output carries that line (0 for
+                 `?`) beside the name, with or without --lines. Named by
+                 `perf inject --jit` (DSO jitted-PID-N.so) or, when perf prints [unknown], by
                  lj_merge from jit-PID.dump (or perf-PID.map) itself: the
                  output is the same with or without inject. The jitdump is
                  always preferred: it is time-aware. perf-PID.map is only a
@@ -60,8 +63,8 @@ Frames
                  sampled address (or at the call, for a trace that called C),
                  in call order, each a trace frame too, from
                  jit-PID.dump.inline next to the jitdump (without that file:
-                 OWNER alone). --lines gives each one its own line. Frames
-                 that other traces made before jumping into this one are put
+                 OWNER alone). Each one has its own line (--lines,
+                 pprof). Frames that other traces made before jumping into this one are put
                  under it when the traces that jump in agree on them; a
                  trace that returned below the frame it started in shows the
                  caller it returned to.
@@ -128,16 +131,26 @@ def lacks(fields, merger, res, opts):
     if "time" not in fields and any(d is not None for d in res.dumps.values()):
         out.append("without time: where code addresses were reused the newest load "
                    "names them")
-    if opts.lines and "uregs" not in fields and not merger.bx_seen:
-        out.append("without uregs: the running Lua function's line is its call's or `?`")
+    if "uregs" not in fields and not merger.bx_seen:
+        if opts.lines:
+            out.append("without uregs: the running Lua function's line is its call's or `?`")
+        elif wants_lines(opts):
+            out.append("without uregs: in pprof the running Lua function's line is its "
+                       "call's or 0 (unknown)")
     return out
+
+
+def wants_lines(opts):
+    """Whether a writer of OPTS carries each Lua frame's line without
+    --lines (pprof: Location lines, so folded names stay as they are)."""
+    return bool(opts.pprof) or ljwriters.WRITERS[opts.format].LINES
 
 
 def merge(f, opts, warn):
     """Reads perf script text from the binary file F. Returns (the Merger,
     the Reader's Stats, the Resolver)."""
     res = Resolver(opts.jitdump, warn)
-    merger = Merger(opts, res)
+    merger = Merger(opts, res, wants_lines(opts))
     rd = Reader(f)
     for batch in rd.batches():
         merger.feed(batch)
@@ -192,14 +205,16 @@ def make_parser():
                    help="folded stacks `root;...;leaf COUNT` (default), speedscope "
                         "JSON (one sampled profile per root frame) or pprof (gzipped "
                         "profile.proto for go tool pprof, Pyroscope, Parca: binary, "
-                        "to -o FILE or a redirected stdout)")
+                        "to -o FILE or a redirected stdout; every Lua location with "
+                        "its current line, without --lines too)")
     p.add_argument("--pid", action="store_true",
                    help="root frame comm-PID (one tree per process; default: comm)")
     p.add_argument("--tid", action="store_true",
                    help="root frame comm-PID/TID (one tree per thread)")
     p.add_argument("--lines", action="store_true",
-                   help="Lua frames as LABEL:CURLINE (current line, from the jitdump's "
-                        "DEBUG_INFO; the leaf from R13 with -F uregs)")
+                   help="Lua frames as LABEL:CURLINE in folded and speedscope output "
+                        "(current line, from the jitdump's DEBUG_INFO; the leaf from R13 "
+                        "with -F uregs); pprof carries it always")
     p.add_argument("--jit-tag", action="store_true",
                    help="append _[j] to frames running as JIT traces")
     p.add_argument("--keep-vm", action="store_true",
@@ -211,14 +226,14 @@ def make_parser():
                         "directories the input shows (jit-PID.dump mmap with perf script "
                         "--show-mmap-events, jitted-*.so DSOs of perf inject), "
                         "$LUAJIT_PERF_DIR, then /tmp. Needed for Lua frames printed as "
-                        "[unknown] (no inject) and for --lines")
+                        "[unknown] (no inject) and for lines (--lines, pprof)")
     p.add_argument("--kinds", metavar="FILE",
                    help="also write what each printed frame is, one `KIND<TAB>NAME` "
                         "line per frame name: root (comm), lua, trace, builtin, vm, "
                         "c or kernel (used by ljperf to colour flame graphs)")
     p.add_argument("--pprof", metavar="FILE",
-                   help="also write the profile as pprof (gzipped profile.proto) to FILE, "
-                        "in the same pass")
+                   help="also write the profile as pprof (gzipped profile.proto, with "
+                        "every Lua location's current line) to FILE, in the same pass")
     p.add_argument("--event", metavar="NAME",
                    help="keep samples of this event (default: the event with the most "
                         "samples; 'all' keeps every sample)")

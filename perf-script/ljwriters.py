@@ -3,15 +3,20 @@
     w.stack(frames, samples, weight, comm, pid, tid)
         FRAMES   root first, each (name, kind, line, where): NAME as folded
                  output prints it, KIND "root", one of ljframes.KIND_NAMES,
-                 or None ([no call chain]); LINE the Lua line (int, "?") or
-                 None; WHERE (dso, address) of native code, else None
+                 or None ([no call chain]); LINE a Lua frame's current line
+                 (int, "?" unknown) when --lines or a writer's LINES asked
+                 for it, else None; WHERE (dso, address) of native code,
+                 else None. Stacks that differ only in LINEs come apart
+                 (same names: a writer of names sums them)
         SAMPLES  how many samples had this stack; WEIGHT their summed period
                  (SAMPLES when perf printed no period)
         COMM, PID, TID  the samples' labels (None when perf did not print them)
     w.finish(out)   writes everything to the text file OUT (a binary file
                     for a writer whose class sets BINARY)
 
-Adding a format: a class with these two methods, and its name in WRITERS.
+Adding a format: a class with these two methods and LINES (True: it wants
+every Lua frame's LINE even without --lines; lj_merge then also reads the PC
+register), and its name in WRITERS.
 """
 
 import json
@@ -21,6 +26,8 @@ import pprof
 
 class Folded:
     """`root;...;leaf WEIGHT` lines, sorted (flamegraph.pl input)."""
+    LINES = False              # in the names with --lines only: they would
+                               # split a flame graph's frames
 
     def __init__(self, meta):
         self.folded = {}
@@ -77,6 +84,7 @@ class Speedscope(Folded):
 class Kinds:
     """`KIND<TAB>NAME` per printed frame name, sorted by name (a name printed
     as frames of two kinds gets two lines); ljperf colours with it."""
+    LINES = False
 
     def __init__(self, meta):
         self.kinds = {}
@@ -95,9 +103,11 @@ class Kinds:
 
 class Pprof:
     """pprof's profile.proto, gzipped (pprof.py): Lua frames with their
-    chunk, definition line and current line; native frames with their DSO
-    and address; pid, tid and comm as labels."""
+    chunk, definition line and current line (always, `go tool pprof
+    -lines`: 0 where unknown); native frames with their DSO and address;
+    pid, tid and comm as labels."""
     BINARY = True
+    LINES = True
     CLOCKS = ("cpu-clock", "task-clock")
 
     def __init__(self, meta):

@@ -14,7 +14,7 @@ Invariants:
 
 import os
 
-from perfscript import Event, is_srcline, parse_reg, time_end_ns
+from perfscript import Event, is_srcline, time_end_ns
 from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN, interp_pc,
                       make_frame, name_frame)
 
@@ -33,13 +33,15 @@ DYN_MEMO = 200000
 class Folder:
     """Turns one raw stack (interned frames, leaf first) into printed
     frames, root first: (name, kind name, line, where) where NAME is what
-    folded output prints (with ':LINE' under --lines), LINE the Lua line or
-    None, WHERE (dso, address) of native code as perf printed it, or None."""
+    folded output prints (with ':LINE' under --lines), LINE the Lua line
+    (int, "?" when unknown) when LINES asks for it, else None, WHERE (dso,
+    address) of native code as perf printed it, or None."""
 
-    def __init__(self, opts, resolver):
+    def __init__(self, opts, resolver, lines=False):
         self.keep_vm = opts.keep_vm
         self.jit_tag = opts.jit_tag
-        self.lines = opts.lines
+        self.lines = lines or opts.lines   # find each Lua frame's line
+        self.tag = opts.lines              # ... and print it in the name
         self.res = resolver
 
     def _lua_line(self, fr):
@@ -72,21 +74,21 @@ class Folder:
         ln = None
         if self.lines:
             ln = leafline if (first and leafline is not None) else self._lua_line(fr)
-            if ln is not None:
+            if ln is not None and self.tag:
                 label = "%s:%s" % (label, ln)
         return (label, "lua", ln, None)
 
     def _jitted(self, label, fr):
-        """A frame of trace code: LABEL, FR's line under --lines (FR: the
-        trace frame, or an inline frame, whose PC is never a record's
-        function entry)."""
+        """A frame of trace code: LABEL, FR's line when lines are wanted
+        (in LABEL under --lines; FR: the trace frame, or an inline frame,
+        whose PC is never a record's function entry)."""
         ln = None
         if self.lines:
             if fr.kind == K_TRACE:
                 ln = self._lua_line(fr)
             else:
                 ln = fr.load.line_at(fr.load.addr + fr.off)
-            if ln is not None:
+            if ln is not None and self.tag:
                 label = "%s:%s" % (label, ln)
         if self.jit_tag:
             label += "_[j]"
@@ -229,10 +231,12 @@ class Merger:
     """Feeds on perfscript.Reader batches (feed()); stacks() then yields
     each distinct stack."""
 
-    def __init__(self, opts, resolver):
+    def __init__(self, opts, resolver, lines=False):
+        """LINES: the writers need each Lua frame's line even without
+        --lines (pprof); then the PC register is read too."""
         self.res = resolver
-        self.folder = Folder(opts, resolver)
-        self.want_bx = opts.lines
+        self.folder = Folder(opts, resolver, lines)
+        self.want_bx = self.folder.lines
         # --event NAME filters while reading, "all" not at all; by default
         # settle() keeps the event with the most samples (a damaged first
         # sample must not decide).
@@ -247,7 +251,7 @@ class Merger:
         self.sole_pid = False      # not looked up yet (input without pid/tid)
         self.bad = 0               # malformed callchain lines
         self.dropped = 0           # samples dropped on an internal inconsistency
-        self.bx_seen = False       # a register line read for --lines
+        self.bx_seen = False       # a register line read for the leaf's line
         self.other_events = 0
         self.t_first = self.t_last = None   # sample times as perf printed them
 

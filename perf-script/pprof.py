@@ -25,8 +25,10 @@ Mapping of ljperf frames (docs/ljperf.md, "pprof"):
   Function.filename    the chunk's path (Lua); the source file if known (C)
   Function.start_line  the line the Lua function is defined at
   Line.line            the frame's current line (call site for a caller,
-                       the running line for the leaf) when known, else the
-                       definition line (0 for C without source lines)
+                       the running line for the leaf; lj_merge always gives
+                       it), 0 where it is unknown (pprof's convention: a
+                       caller before its first call, `?` in lj_merge
+                       --lines; folded input without --lines; C frames)
   Location.line[]      inlined frames first, the frame that inlined them last
   Mapping              one per DSO of C/kernel frames (path, build id);
                        memory_start/limit span the sampled addresses in it
@@ -34,7 +36,8 @@ Mapping of ljperf frames (docs/ljperf.md, "pprof"):
   Sample.label         pid, tid (numbers), comm, and `kind`: what the leaf
                        frame is (lua, trace, builtin, vm, c, kernel, unknown)
 
-Converter (until lj_merge writes pprof itself):
+Converter (lj_merge --format pprof / --pprof FILE write it from perf script
+directly, with every Lua frame's line):
   pprof.py --from-folded FILE|DIR [-o OUT] [--weights count|ns] [--period NS]
 FILE is folded stacks (root;...;leaf WEIGHT); DIR an ljperf output directory
 (profile.folded, profile.kinds for the frame kinds, ljperf.json for the
@@ -63,7 +66,8 @@ class Frame(NamedTuple):
     name: str                 # as in the folded output, without --lines' line
     kind: str = "c"           # one of KINDS
     file: str = ""            # Lua: the chunk's path; C: source file
-    line: int = 0             # current line (Lua call site / running line)
+    line: int = 0             # current line (Lua call site / running line),
+                              # 0 unknown
     start_line: int = 0       # Lua: definition line
     dso: str = ""             # C/kernel: the object's path (perf's dso)
     address: int = 0          # C/kernel: the sampled address in it
@@ -156,7 +160,7 @@ class Profile:
     def _line(self, f):
         buf = bytearray()
         _int(buf, 1, self._function(f))            # Line.function_id
-        _int(buf, 2, int(f.line or f.start_line or 0))   # Line.line
+        _int(buf, 2, int(f.line or 0))               # Line.line (0: unknown)
         return buf
 
     def _location(self, f):

@@ -9,9 +9,12 @@ a temporary file from the real captures in fixtures/ (fakevm-rawF.txt:
 no inject, uregs, so the jitdump fallback and BX paths run; fakevm-inject.txt;
 cstack.txt), their samples repeated with increasing timestamps.
 
-lj_merge runs as a subprocess (the installed CLI, output to /dev/null);
-the best of --runs runs is reported, as wall-clock and as CPU time of the
-child (user+sys; the machine may be shared). The target is >= 1M lines/s.
+Three settings over it: the default (folded), --lines --jit-tag --tid, and
+--jit-tag --pprof /dev/null (ljperf record's pass: folded output and a
+pprof profile, whose Lua frames carry their lines). lj_merge runs as a
+subprocess (the installed CLI, output to /dev/null); the best of --runs
+runs is reported, as wall-clock and as CPU time of the child (user+sys; the
+machine may be shared). The target is >= 1M lines/s.
 
 A real large capture (1.26M lines, root): build capture/fakevm.c, then
   perf record -k mono -g --call-graph fp --user-regs=r13 -F 10000 -o p.data \
@@ -191,6 +194,9 @@ def main():
                 ["--jitdump", os.path.join(FIX, "fakevm")])
         bench(path, args, o.runs)
         bench(path, args + ["--lines", "--jit-tag", "--tid"], o.runs)
+        # what ljperf record runs: folded output and a pprof profile (with
+        # every Lua frame's line) in one pass
+        bench(path, args + ["--jit-tag", "--pprof", os.devnull], o.runs)
     finally:
         os.unlink(path)
 

@@ -2,14 +2,20 @@
 """perf-script/pprof.py read back by Go's own pprof (`go tool pprof`).
 
   test_pprof.py units   hand-written stacks (no perf): exact values, lines,
-                        two processes apart by label, malformed input
+                        two processes apart by label, malformed input; and
+                        lj_merge --format pprof (no --lines) on stored real
+                        recordings: every Lua location's current line
   test_pprof.py demo    the demo recorded by `ljperf record --lines` under
                         real perf; shares compared with its profile.folded;
                         and a program that forks twice (--per-process): three
                         processes apart by their pid label
+  test_pprof.py lines   hotlines.lua under a default `ljperf record` (real
+                        perf), JIT on and -joff: the hot lines of the leaf,
+                        the call lines of its callers
 
-Expected values are worked out by hand (units) or counted straight from the
-folded text with string operations (demo), never by pprof.py. go missing or
+Expected values are worked out by hand (units, lines: from what the Lua
+programs do) or counted straight from the folded text with string
+operations (demo), never by pprof.py. go missing or
 failing makes the test FAIL.
 """
 
@@ -82,31 +88,105 @@ app-200;main;run@/src/a.lua:10:12;leaf@/src/a.lua:3:5_[j] 60
 
 
 LJ_MERGE = os.path.join(ROOT, "perf-script", "lj_merge.py")
-INTERP = os.path.join(ROOT, "tests", "lj_merge", "fixtures", "real", "interp")
+REAL = os.path.join(ROOT, "tests", "lj_merge", "fixtures", "real")
+INTERP = os.path.join(REAL, "interp")
+JIT = os.path.join(REAL, "jit")
+
+
+def lj_merge(s, args, inp, out=None):
+    """lj_merge ARGS INP; its stdout (text), or the bytes of OUT when given
+    (-o OUT)."""
+    cmd = [sys.executable, LJ_MERGE] + list(args) + [inp] + (["-o", out] if out else [])
+    r = subprocess.run(cmd, capture_output=True)
+    t.check(r.returncode == 0, "lj_merge %s %s (%s)" % (" ".join(args), os.path.basename(inp),
+                                                      r.stderr.decode().strip()[-200:]))
+    if out:
+        with open(out, "rb") as f:
+            return f.read()
+    return r.stdout.decode()
 
 
 def lj_merge_pprof(s):
-    """lj_merge --format pprof on a real recording (tests/lj_merge/fixtures:
-    interp.lua, 30 samples of 2 004 008 ns, flat: bytes 12, leaf 8,
-    string.byte 5, lj_lib_checkint 2, lj_lib_checkstr 2, lj_vm_mod 1), to -o
-    and to a pipe."""
+    """lj_merge --format pprof WITHOUT --lines on real recordings
+    (tests/lj_merge/fixtures/real; their stacks, worked out by hand, in
+    tests/lj_merge/cases/real-interp*.case and real-jit*.case): every Lua
+    location carries its current line, function names as without --lines.
+
+    interp.lua (-joff), 30 samples of 2 004 008 ns: flat leaf 8 (its loop,
+    line 5: R13 in injectF.txt), bytes 12 (line 15), string.byte 5,
+    lj_lib_checkint 2, lj_lib_checkstr 2, lj_vm_mod 1; the main chunk calls
+    mid at line 21 (8 samples under it) and bytes at 22 (22), mid calls
+    leaf at 10 (8)."""
     out = s.path("interp.pb.gz")
-    base = [sys.executable, LJ_MERGE, "--format", "pprof", "--lines", "--jitdump", INTERP,
-            os.path.join(INTERP, "inject.txt")]
-    r = subprocess.run(base + ["-o", out], capture_output=True, text=True)
-    t.check(r.returncode == 0, "lj_merge --format pprof -o FILE (%s)" % r.stderr.strip()[-200:])
+    base = ["--format", "pprof", "--jitdump", INTERP]
+    prof = lj_merge(s, base, os.path.join(INTERP, "injectF.txt"), out)
     piped = s.path("piped.pb.gz")
     with open(piped, "wb") as f:
-        r = subprocess.run(base, stdout=f, stderr=subprocess.PIPE)
-    t.check(r.returncode == 0 and open(piped, "rb").read() == open(out, "rb").read(),
+        r = subprocess.run([sys.executable, LJ_MERGE] + base +
+                           [os.path.join(INTERP, "injectF.txt")], stdout=f,
+                           stderr=subprocess.PIPE)
+    t.check(r.returncode == 0 and open(piped, "rb").read() == prof,
             "lj_merge --format pprof > FILE writes the same bytes")
+    beside = s.path("beside.pb.gz")
+    folded = lj_merge(s, ["--jitdump", INTERP, "--pprof", beside],
+                      os.path.join(INTERP, "injectF.txt"))
+    t.check(open(beside, "rb").read() == prof,
+            "lj_merge --pprof FILE (beside the folded output) writes the same profile")
+    t.check(folded.count(";") > 0 and "leaf@interp.lua:3 " in folded and
+            "bytes@interp.lua:13 " in folded and "interp.lua:0;" in folded,
+            "... and the folded output keeps names without current lines")
     rows = top(out, "-sample_index=samples", "-lines")
-    for fn, n in (("bytes@interp.lua:13 interp.lua:15", 12), ("leaf@interp.lua:3 interp.lua:3", 8)):
-        t.check(fn in rows and rows[fn][0] == n, "-top -lines: %s %d samples (%s)"
-                % (fn, n, rows.get(fn)))
+    for fn, flat, cum in (("leaf@interp.lua:3 interp.lua:5", 8, 8),
+                          ("bytes@interp.lua:13 interp.lua:15", 12, 22),
+                          ("mid@interp.lua:8 interp.lua:10", 0, 8),
+                          ("interp.lua:0 interp.lua:21", 0, 8),
+                          ("interp.lua:0 interp.lua:22", 0, 22)):
+        t.check(rows.get(fn, (None,) * 4)[0::2] == (flat, cum),
+                "-top -lines: %s flat %d cum %d (%s)" % (fn, flat, cum, rows.get(fn)))
+    t.check(not any(n.startswith(("leaf@", "bytes@", "mid@", "interp.lua:0 "))
+                    and not re.search(r" interp\.lua:\d+$", n) for n in rows),
+            "-top -lines: every Lua location has a line (%s)" % sorted(rows))
+    names = top(out, "-sample_index=samples")
+    t.check(names.get("leaf@interp.lua:3", (0,))[0] == 8 and
+            names.get("bytes@interp.lua:13", (0,))[0] == 12,
+            "-top: function names without the current line, as in the folded output")
     raw = go_pprof(["-raw"], out)
+    t.check(re.search(r" leaf@interp\.lua:3 interp\.lua:5 s=3\(leaf\)", raw) is not None,
+            "-raw: leaf's location: line 5, start line 3, system name leaf")
+    # Without the registers (inject.txt) leaf's line is unknown (its record
+    # still points at its entry, `?` with --lines): pprof line 0, no line
+    # printed -- not its definition line.
+    nobx = s.path("nobx.pb.gz")
+    lj_merge(s, base, os.path.join(INTERP, "inject.txt"), nobx)
+    rows = top(nobx, "-sample_index=samples", "-lines")
+    t.check(rows.get("leaf@interp.lua:3 interp.lua", (0,))[0] == 8 and
+            rows.get("bytes@interp.lua:13 interp.lua:15", (0,))[0] == 12 and
+            not any(n.startswith("leaf@interp.lua:3 interp.lua:") for n in rows),
+            "no uregs: leaf's unknown line is pprof's 0, bytes keeps its call's line 15 "
+            "(%s)" % sorted(rows))
+    raw = go_pprof(["-raw"], nobx)      # plain perf script prints the event
     t.check("Period: 2004008" in raw and re.search(r"^\s*\d+ +\d+: ", raw, re.M) is not None,
             "-raw: the period is perf's, samples carry both values")
+    # jit.lua, JIT on, 19 samples: the lines of trace code from the
+    # jitdump: leaf's loop 5 (flat 8), concat's string.format loop 15 (3
+    # samples under it) and table.concat 16 (1); callers' records: mid calls
+    # leaf at 10 (7), the main chunk calls mid at 21 (7) and concat at 22 (12).
+    jit = s.path("jit.pb.gz")
+    lj_merge(s, ["--format", "pprof", "--jit-tag", "--jitdump", JIT],
+             os.path.join(JIT, "injectF.txt"), jit)
+    rows = top(jit, "-sample_index=samples", "-lines")
+    for fn, flat, cum in (("leaf@jit.lua:3_[j] jit.lua:5", 8, 8),
+                          ("concat@jit.lua:13_[j] jit.lua:15", 0, 3),
+                          ("concat@jit.lua:13_[j] jit.lua:16", 0, 1),
+                          ("mid@jit.lua:8 jit.lua:10", 0, 7),
+                          ("jit.lua:0 jit.lua:21", 0, 7),
+                          ("jit.lua:0 jit.lua:22", 0, 12)):
+        t.check(rows.get(fn, (None,) * 4)[0::2] == (flat, cum),
+                "-top -lines, JIT: %s flat %d cum %d (%s)" % (fn, flat, cum, rows.get(fn)))
+    for d, name, prof in ((INTERP, "interp.lua", out), (JIT, "jit.lua", jit)):
+        args = ["--format", "pprof", "--lines", "--jitdump", d] + (["--jit-tag"] if d == JIT else [])
+        t.check(lj_merge(s, args, os.path.join(d, "injectF.txt"), s.path("lines.pb.gz")) ==
+                open(prof, "rb").read(), "%s: --lines changes nothing in the profile" % name)
 
 
 def units():
@@ -140,6 +220,19 @@ def units():
                 "-lines: leaf at line 5 of /src/a.lua")
         t.check(re.search(r"leaf@/src/a\.lua:3 /src/a\.lua:5 s=3\(leaf\)", raw) is not None,
                 "-raw: leaf's location: file, line 5, start line 3, system name leaf")
+        # folded input without --lines: the current lines are unknown, pprof
+        # line 0 (printed without a line), not the definition line
+        nl = s.path("nolines.folded")
+        with open(nl, "w") as f:
+            f.write("app;run@/src/a.lua:10;leaf@/src/a.lua:3 5\n")
+        q = convert(nl, s.path("nolines.pb.gz"), "--weights", "count", "--period", "1000")
+        rows = top(q, "-sample_index=samples", "-lines")
+        t.check(set(rows) == {"run@/src/a.lua:10 /src/a.lua", "leaf@/src/a.lua:3 /src/a.lua"},
+                "-lines of folded stacks without lines: no line, not the definition's (%s)"
+                % sorted(rows))
+        t.check(re.search(r"leaf@/src/a\.lua:3 /src/a\.lua:0 s=3\(leaf\)",
+                          go_pprof(["-raw"], q)) is not None,
+                "-raw: line 0, start line 3")
         # two processes, apart by label
         tags = go_pprof(["-tags", "-sample_index=samples"], p)
         t.check(re.search(r"pid: Total 100\.0\s+60\.0 \(60\.00%\): 200"
@@ -325,10 +418,106 @@ def processes():
                     "-tagfocus=pid=%d: %s, no %s" % (pid, fn, other))
 
 
+HOT_LUA = os.path.join(HERE, "hotlines.lua")
+
+
+def at_lines(rows, function):
+    """{line: (flat, cum)} of FUNCTION's rows in go tool pprof -top -lines
+    (`FUNCTION FILE:LINE`; a location of line 0, unknown, is printed
+    without one: key 0)."""
+    out = {}
+    for name, (flat, _, cum, _) in rows.items():
+        fn, sp, where = name.rpartition(" ")
+        if sp and fn == function:
+            path, colon, line = where.rpartition(":")
+            ln = int(line) if colon and line.isdigit() else 0
+            f0, c0 = out.get(ln, (0, 0))
+            out[ln] = (f0 + flat, c0 + cum)
+    return out
+
+
+def hot_spin(rows, function, what):
+    """hotlines.lua's spin: its two loops (lines 6 and 7, one and three
+    units of work) hold its time, about 1:3."""
+    spin = at_lines(rows, function)
+    total = sum(f for f, _ in spin.values())
+    f6, f7 = spin.get(6, (0, 0))[0], spin.get(7, (0, 0))[0]
+    t.check(total > 0 and f6 + f7 >= 0.9 * total and f6 > 0 and 1.5 * f6 < f7 < 6 * f6,
+            "%s: -top -lines lists %s at its hot lines 6 and 7 (1:3 of the work), "
+            "%.0f%% of its samples there ({line: (flat, cum)}: %s)"
+            % (what, function, 100.0 * (f6 + f7) / (total or 1), spin))
+
+
+def callers(rows, chunk, total, what):
+    """run's call of spin (line 13) and the main chunk's call of run (17)
+    are under nearly every sample."""
+    for fn, line in (("run@%s:10" % chunk, 13), ("%s:0" % chunk, 17)):
+        c = at_lines(rows, fn).get(line, (0, 0))[1]
+        t.check(c >= 0.9 * total, "%s: -top -lines lists %s at its call, line %d, "
+                                  "under %.0f%% of the samples" % (what, fn, line,
+                                                                   100.0 * c / total))
+
+
+def lines():
+    """hotlines.lua under a default `ljperf record` (no --lines): the pprof
+    profile lists spin at its hot lines, run and the main chunk at their
+    calls; the folded profile keeps names without lines. JIT on, the lines
+    of trace code come from the jitdump; -joff, the running line of the
+    interpreted leaf comes from R13 (ljperf records it): read here by
+    lj_merge from `perf script -F ...,uregs` of ljperf's own recording."""
+    t.need_perf()
+    luajit = t.built("bin", "luajit")
+    chunk = HOT_LUA
+    with t.Session() as s:
+        out = s.path("jit")
+        r = s.ljperf(["record", "-o", out, "--", luajit, chunk, "1"])
+        t.check(r.returncode == 0, "ljperf record (default options) on hotlines.lua")
+        p = written(out)
+        rows = top(p, "-sample_index=samples", "-lines")
+        total = sum(v[0] for v in rows.values())
+        hot_spin(rows, "spin@%s:4_[j]" % chunk, "JIT")
+        callers(rows, chunk, total, "JIT")
+        names = top(p, "-sample_index=samples")
+        t.check("spin@%s:4_[j]" % chunk in names and "run@%s:10" % chunk in names,
+                "-top: function names as in the folded output (%s)" % sorted(names))
+        raw = go_pprof(["-raw"], p)
+        t.check(re.search(r" spin@%s:4_\[j\] %s:7 s=4\(spin\)" % ((re.escape(chunk),) * 2),
+                          raw) is not None,
+                "-raw: spin's trace at line 7 with start line 4, system name spin")
+        lua = {f for st in t.folded(out) for f in st.split(";") if chunk in f}
+        t.check(lua and lua <= {"spin@%s:4_[j]" % chunk, "spin@%s:4" % chunk,
+                                "run@%s:10" % chunk, "%s:0" % chunk},
+                "profile.folded: Lua frames named without current lines (%s)" % sorted(lua))
+
+        off = s.path("joff")
+        r = s.ljperf(["record", "-o", off, "--", luajit, "-joff", chunk, "1"])
+        t.check(r.returncode == 0, "ljperf record on hotlines.lua, -joff")
+        rows = top(written(off), "-sample_index=samples", "-lines")
+        callers(rows, chunk, sum(v[0] for v in rows.values()), "-joff")
+        data = os.path.join(off, "perf.jit.data")
+        if not os.path.exists(data):
+            data = os.path.join(off, "perf.data")
+        script = s.path("script.txt")
+        with open(script, "wb") as f:
+            r = subprocess.run(["perf", "--buildid-dir", os.path.join(off, ".debug"), "script",
+                                "-i", data, "-F", "comm,pid,tid,time,period,event,ip,sym,"
+                                "symoff,dso,uregs", "--show-task-events"],
+                               stdout=f, stderr=subprocess.PIPE)
+        t.check(r.returncode == 0, "perf script -F ...,uregs of ljperf's -joff recording")
+        prof = s.path("joff.pb.gz")
+        folded = lj_merge(s, ["--jit-tag", "--jitdump", off, "--pprof", prof], script)
+        with open(os.path.join(off, "profile.folded")) as f:
+            t.check(folded == f.read(), "lj_merge --pprof with the registers: the folded "
+                                        "output is ljperf's profile.folded, byte for byte")
+        rows = top(prof, "-sample_index=samples", "-lines")
+        hot_spin(rows, "spin@%s:4" % chunk, "-joff, R13")
+        callers(rows, chunk, sum(v[0] for v in rows.values()), "-joff, R13")
+
+
 def demo_and_processes():
     demo()
     processes()
 
 
 if __name__ == "__main__":
-    t.main({"units": units, "demo": demo_and_processes}[sys.argv[1]])
+    t.main({"units": units, "demo": demo_and_processes, "lines": lines}[sys.argv[1]])

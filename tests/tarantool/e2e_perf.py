@@ -772,11 +772,7 @@ def measure(perf, lj_merge, binary, app, seconds, jit, names, keep):
     finally:
         # The emitter writes /tmp/perf-PID.map (fixed path): remove ours.
         if not keep:
-            for pid in pids:
-                try:
-                    os.unlink('/tmp/perf-%d.map' % pid)
-                except OSError:
-                    pass
+            ljptest.remove_tmp_files(pids)
             shutil.rmtree(work, ignore_errors=True)
 
 

@@ -284,11 +284,7 @@ def main():
         if args.keep:
             print('kept: %s' % work)
         else:
-            for pid in pids:
-                try:
-                    os.unlink('/tmp/perf-%d.map' % pid)
-                except OSError:
-                    pass
+            E.ljptest.remove_tmp_files(pids)
             shutil.rmtree(work, ignore_errors=True)
     bad = [m for ok, m in verdicts if not ok]
     for m in bad:

@@ -71,7 +71,7 @@ def latency(opts):
         time.sleep(1.0)
         took = []
         for _ in range(3):
-            sw = ljremote.RemoteSwitch([p.pid], lambda m: None)
+            sw = ljremote.RemoteSwitch([p.pid])
             t0 = time.monotonic()
             sw.start()
             late = sw.wait_on(timeout=15)

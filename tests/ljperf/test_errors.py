@@ -1,7 +1,8 @@
 """ljperf error paths: each is ONE line on stderr starting `ljperf`, a
 non-zero exit status, never a traceback.
 
-  test_errors.py help|perf-missing|cmd-not-found|not-patched|paranoid|empty|bad-args
+  test_errors.py help|perf-missing|cmd-not-found|not-patched|paranoid|empty|bad-args|
+                 no-switch
 """
 
 import os
@@ -10,6 +11,8 @@ import sys
 import time
 
 import ljperf_testlib as t
+sys.path.insert(0, os.path.join(t.ROOT, "tools", "ljperf"))
+import ljremote  # noqa: E402
 
 
 def one_error(r, code, *needles, what=""):
@@ -170,11 +173,43 @@ def case_bad_args(s):
     t.need_perf()
     r = s.ljperf(["record", "-p", "999999999", "--duration", "1"])
     one_error(r, 1, "no process with pid 999999999", what="-p of no process")
-    p = s.start(["/bin/sleep", "30"])
-    r = s.ljperf(["record", "-p", str(p.pid), "--duration", "1", "-o", s.path("o2")])
-    one_error(r, 1, "is not writing a jitdump", "/tmp/jit-%d.dump" % p.pid,
-              what="-p of a process without LuaJIT")
-    s.stop(p)
+
+
+def timed(s, args):
+    t0 = time.monotonic()
+    r = s.ljperf(args)
+    return r, time.monotonic() - t0
+
+
+def case_no_switch(s):
+    """-p of a process that can never switch recording on and writes no
+    jitdump: not LuaJIT, or LUAJIT_PERF_REMOTE=0. One line within 1 s,
+    before recording (no output directory), and the process is untouched."""
+    t.need_perf()
+    luajit = t.built("bin", "luajit")
+    busy = "io.stdout:write('ready\\n') io.stdout:flush() while true do local t = {} end"
+    for what, cmd, env, needles in (
+            ("not LuaJIT", ["/bin/sleep", "30"], {},
+             ["no ljperf control block in it (not the ljperf-patched LuaJIT)",
+              "writes no jitdump (no /tmp/jit-%d.dump)"]),
+            ("LUAJIT_PERF_REMOTE=0", [luajit, "-e", busy], {"LUAJIT_PERF_REMOTE": "0"},
+             ["LUAJIT_PERF_REMOTE=0 in its environment"])):
+        p = s.start(cmd, env=s.env(env), stdout=subprocess.PIPE)
+        if cmd[0] == luajit:
+            t.check(p.stdout.readline().strip() == b"ready", what + ": luajit runs")
+        out = s.path("o-" + what.split()[0])
+        start = timed(s, ["record", "--help"])[1]     # Python and ljperf starting
+        r, took = timed(s, ["record", "-p", str(p.pid), "--duration", "5", "-o", out])
+        one_error(r, 1, "cannot record Lua frames: pid %d" % p.pid,
+                  *[n.replace("%d", str(p.pid)) for n in needles], what=what)
+        t.check(took <= start + 1.0, "%s: answered within 1 s: %.2f s (of which %.2f s "
+                "are ljperf's start-up on this machine now)" % (what, took, start))
+        t.check(not os.path.exists(out), what + ": no output directory made")
+        t.check(p.poll() is None, what + ": the process runs on")
+        blocks = [ljremote.Block(p.pid, a).read() for a in ljremote.find_blocks(p.pid)]
+        t.check(all(b["seq"] == 0 for b in blocks),
+                what + ": no request written into it (%d control blocks)" % len(blocks))
+        s.stop(p)
 
 
 CASES = {
@@ -185,6 +220,7 @@ CASES = {
     "paranoid": case_paranoid,
     "empty": case_empty,
     "bad-args": case_bad_args,
+    "no-switch": case_no_switch,
 }
 
 

@@ -463,8 +463,9 @@ def lines():
     profile lists spin at its hot lines, run and the main chunk at their
     calls; the folded profile keeps names without lines. JIT on, the lines
     of trace code come from the jitdump; -joff, the running line of the
-    interpreted leaf comes from R13 (ljperf records it): read here by
-    lj_merge from `perf script -F ...,uregs` of ljperf's own recording."""
+    interpreted leaf comes from R13 (ljperf records it and gives it to
+    lj_merge), in ljperf's profile and in lj_merge's own run over
+    `perf script -F ...,uregs` of that recording."""
     t.need_perf()
     luajit = t.built("bin", "luajit")
     chunk = HOT_LUA
@@ -493,6 +494,7 @@ def lines():
         r = s.ljperf(["record", "-o", off, "--", luajit, "-joff", chunk, "1"])
         t.check(r.returncode == 0, "ljperf record on hotlines.lua, -joff")
         rows = top(written(off), "-sample_index=samples", "-lines")
+        hot_spin(rows, "spin@%s:4" % chunk, "-joff")
         callers(rows, chunk, sum(v[0] for v in rows.values()), "-joff")
         data = os.path.join(off, "perf.jit.data")
         if not os.path.exists(data):

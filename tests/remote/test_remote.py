@@ -16,12 +16,31 @@ usage: test_remote.py CASE
            recording is unharmed
   pids     -p PID1,PID2: both processes switched on, both in the profile,
            both off after
+  late     a process busy in one C call when ljperf starts: perf samples it
+           at once (host frames), its Lua frames start when it switches on,
+           --duration is kept from perf's start
+  never    a process that never reaches a safe point: ljperf says so, ends
+           after --duration with a profile of its host frames, and leaves
+           no request in it
+  mixed    -p of a process, one refusing (LUAJIT_PERF_REMOTE=0) and one not
+           LuaJIT: the first is recorded with its Lua frames, the others
+           with their host frames, each named in one line
+  container  a luajit as pid 1 of its own pid and mount namespaces with a
+           private /tmp (unshare, root): -p HOSTPID names its Lua frames as
+           for a host process; its /tmp holds after what it held before and
+           its own perf map and jitdump; then one that exits (and takes its
+           /tmp with it) during the recording keeps its Lua frames
+  nsworkers  --nginx HOSTPID of a container's pid 1 (a shell standing in for
+           an nginx master) follows its two prog.lua workers
+  twopid1  two containers whose luajit is pid 1 in each: both named (perf
+           inject, which would name their code alike, is left out)
 Prints the iterations/s before, during and after recording.
 """
 
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +52,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "ljperf"))
 import ljperf_testlib as t  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "ljperf"))
 from ljperf import children_of  # noqa: E402
+import ljremote  # noqa: E402
 
 LEASE_BOUND = 5.0   # lease (3 s) + renewal period (1 s) + a poll, rounded up
 
@@ -131,14 +151,79 @@ def nested_share(fold, tail, min_rec):
     return good, tot
 
 
-def start_prog(s, args=(), env=None):
+def prog_argv(args=()):
+    return [t.built("bin", "luajit"), os.path.join(HERE, "prog.lua")] + list(args)
+
+
+def prog_env(s, env=None):
     cpath = os.path.join(t.build_dir(), "tests", "fpchain", "?.so")
-    e = s.env(dict(env or {}, LUA_CPATH=cpath))
-    p = s.start([t.built("bin", "luajit"), os.path.join(HERE, "prog.lua")] + list(args),
-                env=e, stdout=subprocess.PIPE)
+    return s.env(dict(env or {}, LUA_CPATH=cpath))
+
+
+def start_prog(s, args=(), env=None):
+    p = s.start(prog_argv(args), env=prog_env(s, env), stdout=subprocess.PIPE)
     r = Reader(p)
     t.check(r.wait(lambda ln: ln == "ready") is not None, "the program starts")
     return p, r
+
+
+def start_in_container(s, args=(), workers=0):
+    """prog.lua as pid 1 of its own pid and mount namespaces, with a private
+    tmpfs on /tmp holding one file of its own (unshare from util-linux, no
+    container runtime; root); or, with WORKERS, that many prog.lua under a
+    shell as pid 1 (a stand-in for an nginx master). Returns (unshare's
+    Popen, Reader, the pid, as we see it, of pid 1 in there)."""
+    if not shutil.which("unshare"):
+        t.fail("unshare (util-linux) is not installed")
+    if os.geteuid() != 0:
+        t.fail("the container cases need root (unshare --pid --mount)")
+    inner = "mount -t tmpfs ljperf-test /tmp && touch /tmp/its-own || exit 1; " + \
+        ('exec "$@"' if not workers else '"$@" & ' * workers + "wait")
+    p = s.start(["unshare", "--pid", "--mount", "--fork", "--mount-proc", "--kill-child",
+                 "sh", "-c", inner, "sh"] + prog_argv(args),
+                env=prog_env(s), stdout=subprocess.PIPE)
+    r = Reader(p)
+    for i in range(max(workers, 1)):
+        t.check(r.wait(lambda ln: ln == "ready" and i < r.text().count("ready")) is not None,
+                "the program %d starts in its container" % (i + 1))
+    kids = children_of(p.pid)
+    t.check(len(kids) == 1, "unshare has one child, pid 1 in there (%s)" % kids)
+    s.pids.update(kids + children_of(kids[0]))
+    return p, r, kids[0]
+
+
+def nspid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(ln.split()[1:] for ln in f if ln.startswith("NSpid:"))
+
+
+def blocks(pid):
+    return [ljremote.Block(pid, a).read() for a in ljremote.find_blocks(pid)]
+
+
+def lua_free_share(fold, leaf):
+    """Share of all weight in stacks that end in LEAF, reach main and have
+    no Lua frame (samples taken before the process switched on)."""
+    tot = sum(fold.values())
+    good = sum(n for st, n in fold.items()
+               if base_names(st)[-1] == leaf and "main" in base_names(st) and
+               "prog.lua" not in st)
+    return good / tot if tot else 0.0
+
+
+def sample_span(out):
+    """Seconds from the first sample in OUT/perf.data to the last."""
+    r = subprocess.run(["perf", "--buildid-dir", os.path.join(out, ".debug"), "script",
+                        "-i", os.path.join(out, "perf.data"), "-F", "time"],
+                       capture_output=True, text=True)
+    ts = [float(x.rstrip(":")) for x in r.stdout.split()]
+    return max(ts) - min(ts) if ts else 0.0
+
+
+def rooted_at_main(fold, tail, min_rec):
+    """nested_share, of the stacks that also reach main below the Lua frames."""
+    sub = {st: n for st, n in fold.items() if "main" in base_names(st)}
+    return nested_share(sub, tail, min_rec)
 
 
 def start_host(s, args=()):
@@ -358,8 +443,199 @@ def case_pids():
         s.stop(p2)
 
 
-CASES = {"pids": case_pids, "luajit": case_luajit, "host": case_host, "had": case_had, "kill": case_kill,
-         "exit": case_exit, "twice": case_twice}
+def case_late():
+    with t.Session() as s:
+        p, rd = start_prog(s, ["-", "1.5"])     # 1.5 s of CPU in one C call after "ready"
+        t0 = time.monotonic()
+        out = s.path("out")
+        r = record(s, [p.pid], out, ["--duration", "6"])
+        t.check(recorded(r), "ljperf record -p writes the profile")
+        m = re.search(r"pid %d: switched recording on after ([\d.]+) s" % p.pid, r.stderr)
+        t.check(m is not None and float(m.group(1)) >= 0.3,
+                "it says when the process switched on (after its C call): %s"
+                % (m.group(1) if m else None))
+        fold = t.folded(out)
+        pre = lua_free_share(fold, "cmod_burn")
+        good, tot = rooted_at_main(fold, ["cmod_spin", "cmod_burn"], 7)
+        print("LATE: switched after %s s; share of host-only samples in the C call %.2f, "
+              "of full mixed stacks %.2f" % (m.group(1) if m else "?", pre,
+                                              good / sum(fold.values())))
+        t.check(pre >= 0.05, "samples before the switch are kept, their host frames "
+                "reaching main (%.0f%% of the weight)" % (100 * pre))
+        t.check(good >= 0.05 * sum(fold.values()),
+                "after the switch: Lua recursion nested, the C payload under its caller")
+        span = sample_span(out)
+        t.check(5.0 <= span <= 6.05 and "detached from pid %d after 6.0 s" % p.pid in r.stderr,
+                "--duration is kept from perf's start: samples span %.2f s" % span)
+        t.check(rd.wait(lua_off, since=time.monotonic(), timeout=5) is not None,
+                "after ljperf ends the process is off again")
+        t.check(not any(ln.startswith("BAD") for ln in rd.text()), "its results stay correct")
+        print("LATE: ljperf took %.1f s in all" % (time.monotonic() - t0))
+        s.stop(p)
+
+
+def case_never():
+    with t.Session() as s:
+        p, rd = start_prog(s, ["-", "100000"])  # one C call, for good
+        t0 = time.monotonic()
+        out = s.path("out")
+        r = record(s, [p.pid], out, ["--duration", "1.5"])
+        took = time.monotonic() - t0
+        t.check(recorded(r), "ljperf record -p writes the profile (exit %d)" % r.returncode)
+        t.check("pid %d has not switched recording on yet" % p.pid in r.stderr,
+                "it says the process has not switched on yet, and why")
+        t.check(len([ln for ln in r.stderr.splitlines()
+                     if "pid %d never switched recording on: it reached no safe point"
+                     % p.pid in ln]) == 1, "one line at the end names it, with the reason")
+        fold = t.folded(out)
+        t.check(lua_free_share(fold, "cmod_burn") >= 0.9,
+                "its samples have their host frames: the C call, reaching main")
+        t.check(took < 1.5 + 8, "ljperf ended after --duration (%.1f s in all)" % took)
+        t.check(all(b["want"] == 0 and b["owner"] == 0 for b in blocks(p.pid)),
+                "no request is left in the process")
+        t.check(p.poll() is None, "the process keeps running")
+        print("NEVER: ljperf took %.1f s in all for --duration 1.5" % took)
+        s.stop(p)
+
+
+def case_mixed():
+    with t.Session() as s:
+        p1, r1 = start_prog(s)
+        p2, r2 = start_prog(s, env={"LUAJIT_PERF_REMOTE": "0"})
+        p3 = s.start(["/bin/sleep", "60"])
+        out = s.path("out")
+        r = record(s, [p1.pid, p2.pid, p3.pid], out, ["--duration", "2", "--per-process"])
+        t.check(recorded(r), "ljperf record -p A,B,C writes the profile")
+        for pid, why in ((p2.pid, "LUAJIT_PERF_REMOTE=0 in its environment"),
+                         (p3.pid, "no ljperf control block in it")):
+            t.check("pid %d will not switch recording on: %s" % (pid, why) in r.stderr and
+                    "pid %d never switched recording on: %s" % (pid, why) in r.stderr,
+                    "pid %d is named at the start and at the end: %s" % (pid, why))
+        roots = {}
+        for st, n in t.folded(out).items():
+            roots.setdefault(st.split(";")[0], {})[st] = n
+        f1 = next((v for k, v in roots.items() if k.endswith("-%d" % p1.pid)), {})
+        good, tot = nested_share(f1, ["cmod_spin", "cmod_burn"], 7)
+        t.check(tot > 0 and good >= 0.95 * tot, "pid %d has full mixed stacks" % p1.pid)
+        f2 = next((v for k, v in roots.items() if k.endswith("-%d" % p2.pid)), {})
+        t.check(lua_free_share(f2, "cmod_burn") >= 0.5,
+                "pid %d (refusing) has its host frames, no Lua frames" % p2.pid)
+        t.check(all(b["seq"] == 0 for b in blocks(p2.pid)),
+                "no request was written into the refusing process")
+        t.check(r1.wait(lua_off, since=time.monotonic(), timeout=5) is not None,
+                "pid %d is off again after" % p1.pid)
+        for p in (p1, p2, p3):
+            s.stop(p)
+
+
+def container_tmp(pid):
+    return sorted(os.listdir("/proc/%d/root/tmp" % pid))
+
+
+def case_container():
+    with t.Session() as s:
+        u, rd, pid = start_in_container(s)
+        t.check(nspid(pid) == [str(pid), "1"], "luajit is pid 1 in its pid namespace")
+        before = container_tmp(pid)
+        t.check(before == ["its-own"], "its /tmp is its own: %s" % before)
+        time.sleep(0.5)
+        out = s.path("out")
+        r = record(s, [pid], out, ["--duration", "2", "--lines"])
+        t.check(recorded(r), "ljperf record -p HOSTPID writes the profile")
+        t.check(re.search(r"pid %d: switched recording on after [\d.]+ s" % pid, r.stderr)
+                is not None, "it switched on across the namespaces")
+        t.check(rd.wait(lua_remote_on, timeout=1) is not None,
+                "while recorded, status: map, jitdump, frames on, remote")
+        fold = t.folded(out)
+        good, tot = rooted_at_main(fold, ["cmod_spin", "cmod_burn"], 7)
+        print("weight in cmod_burn: %d, rooted at main with rec x7 -> cmod_spin -> "
+              "cmod_burn: %d" % (tot, good))
+        t.check(tot > 0 and good >= 0.95 * tot, "its Lua frames are named and in order, "
+                "rooted at main: Lua recursion nested, the C payload under its caller")
+        names = t.frames_of(fold)
+        t.check(t.has_frame(names, "work") and
+                any(re.match(r".*prog\.lua:0:\d+$", n) for n in names),
+                "work is named, and the main chunk has its lines (--lines)")
+        after = container_tmp(pid)
+        t.check(after == sorted(before + ["jit-1.dump", "jit-1.dump.inline", "perf-1.map"]),
+                "its /tmp holds what it held and its own perf map and jitdump: %s" % after)
+        t.check(rd.wait(lua_off, since=time.monotonic(), timeout=5) is not None,
+                "after ljperf ends it is off again")
+        s.stop(u)
+        # One that exits during the recording: its /tmp goes with it.
+        u, rd, pid = start_in_container(s, ["3"])
+        out = s.path("out-exit")
+        r = record(s, [pid], out)
+        t.check(recorded(r), "ljperf record -p ends when the process exits")
+        t.check("pid %d exited during the recording" % pid in r.stderr,
+                "it says the process exited during the recording")
+        t.check(u.wait(timeout=10) == 0 and "done" in rd.text(), "the process ended normally")
+        good, tot = rooted_at_main(t.folded(out), ["cmod_spin", "cmod_burn"], 7)
+        t.check(tot > 0 and good >= 0.95 * tot,
+                "its Lua frames are named although its /tmp is gone")
+
+
+def case_nsworkers():
+    """--nginx HOSTPID on a containerized process tree: pid 1 a shell standing
+    in for the nginx master (no nginx in this build), two prog.lua workers."""
+    with t.Session() as s:
+        u, rd, init = start_in_container(s, workers=2)
+        workers = children_of(init)
+        inner = sorted(nspid(w)[1] for w in workers)
+        t.check(len(set(inner)) == 2 and "1" not in inner,
+                "two workers, pids %s in there (%s here)" % (inner, workers))
+        time.sleep(0.5)
+        out = s.path("out")
+        r = s.ljperf(["record", "--nginx", str(init), "--duration", "2", "-F", "499",
+                      "--per-process", "-o", out])
+        t.check(recorded(r), "ljperf record --nginx HOSTPID writes the profile")
+        roots = {}
+        for st, n in t.folded(out).items():
+            roots.setdefault(st.split(";")[0], {})[st] = n
+        for w in workers:
+            t.check("pid %d: switched recording on after" % w in r.stderr,
+                    "worker %d switched on" % w)
+            f = next((v for k, v in roots.items() if k.endswith("-%d" % w)), {})
+            good, tot = rooted_at_main(f, ["cmod_spin", "cmod_burn"], 7)
+            t.check(tot > 0 and good >= 0.95 * tot, "worker %d has full mixed stacks" % w)
+        after = container_tmp(init)
+        t.check(after == sorted(["its-own"] + ["%s-%s%s" % (k, n, x) for n in inner
+                                               for k, x in (("jit", ".dump"),
+                                                            ("jit", ".dump.inline"),
+                                                            ("perf", ".map"))]),
+                "its /tmp holds its file and the workers' perf maps and jitdumps: %s"
+                % after)
+        s.stop(u)
+
+
+def case_twopid1():
+    """Two containers, each with its luajit as pid 1: perf inject would name
+    the code of both jitted-1-N.so, so ljperf leaves it out and lj_merge
+    names both from their jitdumps."""
+    with t.Session() as s:
+        (u1, _, p1), (u2, _, p2) = start_in_container(s), start_in_container(s)
+        time.sleep(0.5)
+        out = s.path("out")
+        r = record(s, [p1, p2], out, ["--duration", "2", "--per-process"])
+        t.check(recorded(r), "ljperf record -p HOSTPID1,HOSTPID2 writes the profile")
+        t.check("perf inject --jit is skipped" in r.stderr and
+                not os.path.exists(os.path.join(out, "perf.jit.data")),
+                "it says perf inject is left out, and it is")
+        roots = {}
+        for st, n in t.folded(out).items():
+            roots.setdefault(st.split(";")[0], {})[st] = n
+        for p in (p1, p2):
+            f = next((v for k, v in roots.items() if k.endswith("-%d" % p)), {})
+            good, tot = rooted_at_main(f, ["cmod_spin", "cmod_burn"], 7)
+            t.check(tot > 0 and good >= 0.95 * tot, "pid %d has full mixed stacks" % p)
+        for u in (u1, u2):
+            s.stop(u)
+
+
+CASES = {"pids": case_pids, "luajit": case_luajit, "host": case_host, "had": case_had,
+         "kill": case_kill, "exit": case_exit, "twice": case_twice, "late": case_late,
+         "never": case_never, "mixed": case_mixed, "container": case_container,
+         "nsworkers": case_nsworkers, "twopid1": case_twopid1}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

@@ -47,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 PROG = "ljperf"
@@ -66,7 +67,11 @@ sys.path.insert(0, os.path.normpath(os.path.join(SRC_DIR, os.pardir, os.pardir,
 import jitdump  # noqa: E402
 import jitinline  # noqa: E402
 import perfscript  # noqa: E402
-from ljframes import KINDS, PC_USER_REGS, frame_kind  # noqa: E402
+from ljframes import PC_USER_REGS, frame_kind  # noqa: E402
+# The -p side, next to this script's source: the remote switch, the targets.
+sys.path.insert(0, SRC_DIR)
+import ljattach  # noqa: E402
+import ljremote  # noqa: E402
 
 
 class Fail(Exception):
@@ -200,78 +205,18 @@ def resolve_command(name):
     return found
 
 
-# -- Attaching: where a running process writes its jitdump ---------------------
+# -- Attaching (-p, --nginx): docs/remote.md -----------------------------------
+
+NOT_YET = 1.0       # seconds after which ljperf names the pids not switched on yet
+NO_BLOCK = "no ljperf control block in it (not the ljperf-patched LuaJIT)"
+REFUSES = "LUAJIT_PERF_REMOTE=0 in its environment"
+
 
 def proc_uid(pid):
     for line in read_text("/proc/%d/status" % pid).splitlines():
         if line.startswith("Uid:"):
             return int(line.split()[2])     # effective uid
     return None
-
-
-def proc_environ(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    env = {}
-    for item in raw.split(b"\0"):
-        k, eq, v = item.partition(b"=")
-        if eq:
-            env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
-    return env
-
-
-def attached_dump(pid):
-    """(path of the jit-PID.dump the process writes or None, where the
-    environment says it would be)."""
-    env = proc_environ(pid) or {}
-    expected = os.path.join(env.get("LUAJIT_PERF_DIR") or "/tmp", "jit-%d.dump" % pid)
-    suffix = "/jit-%d.dump" % pid
-    for line in read_text("/proc/%d/maps" % pid).splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].endswith(suffix):
-            return parts[5], expected
-    # /proc/PID/maps unreadable: trust the environment
-    if not read_text("/proc/%d/maps" % pid) and os.path.isfile(expected):
-        return expected, expected
-    return None, expected
-
-
-def remote_module():
-    """tools/ljperf/ljremote.py (next to this script's source)."""
-    if SRC_DIR not in sys.path:
-        sys.path.insert(0, SRC_DIR)
-    import ljremote
-    return ljremote
-
-
-def remote_on(pids, had_dump):
-    """Switches recording on in PIDS (docs/remote.md). Returns the switch
-    (stop() switches off again; its lease lapses if we die) and the pids
-    that have no switch. A process that writes a jitdump already (HAD_DUMP)
-    is not waited for long: it may be idle, and it records anyway."""
-    ljremote = remote_module()
-    sw = ljremote.RemoteSwitch(pids, say)
-    try:
-        missing = sw.start()
-        late = sw.wait_on(1.0)
-        late = [p for p in late if p not in had_dump]
-        if late:
-            late = sw.wait_on(ljremote.ACK_WAIT - 1.0, late)
-        if late:
-            raise Fail("pid %s did not switch recording on within %.0f s: it switches at "
-                       "its next GC step or trace exit (is it running Lua code? "
-                       "LUAJIT_PERF_REMOTE=0 in its environment refuses)"
-                       % (",".join(map(str, late)), ljremote.ACK_WAIT))
-    except ljremote.RemoteError as e:
-        sw.stop()
-        raise Fail(str(e))
-    except BaseException:
-        sw.stop()
-        raise
-    return sw, missing
 
 
 def check_process(pid):
@@ -281,16 +226,6 @@ def check_process(pid):
     if not privileged() and uid is not None and uid != os.geteuid():
         raise Fail("cannot attach to pid %d: it runs as uid %d; run ljperf as that user "
                    "or as root" % (pid, uid))
-
-
-def check_target(pid):
-    check_process(pid)
-    dump, expected = attached_dump(pid)
-    if dump is None:
-        raise Fail("pid %d is not writing a jitdump (no %s): start it with "
-                   "LUAJIT_PERF=1 under the ljperf-patched LuaJIT, or call "
-                   "jit.perf.start() in it" % (pid, expected))
-    return dump
 
 
 def attach_pids(opts):
@@ -307,60 +242,156 @@ def attach_pids(opts):
     return pids
 
 
-def attach_targets(pids):
-    """[(pid, its jitdump or None)] of PIDS. With several pids, a process
-    that has not written its jitdump yet (an nginx worker writes it when it
-    first runs Lua code) is attached all the same; its dump is collected
-    after the recording."""
-    if len(pids) == 1:
-        return [(pids[0], check_target(pids[0]))]
-    out, missing = [], None
-    for p in pids:
-        try:
-            out.append((p, check_target(p)))
-        except Fail as e:
-            if "jitdump" not in str(e):
-                raise
-            out.append((p, None))
-            missing = missing or e
-    if all(d is None for _, d in out):
-        raise missing
-    return out
+def open_targets(pids):
+    """An ljattach.Target per pid (each holds directories open: close them)."""
+    targets = []
+    try:
+        for p in pids:
+            check_process(p)
+            targets.append(ljattach.Target(p))
+    except BaseException:
+        close_targets(targets)
+        raise
+    return targets
 
 
-def collect_attached(perf, outdir, data, targets):
-    """Copies into OUTDIR the jitdump and perf map of every process that has
-    samples in DATA and a jit-PID.dump where the attached ones write theirs
-    (children forked during the recording included). Returns {pid: dump}."""
-    dirs = sorted({os.path.dirname(d) for _, d in targets if d}) or ["/tmp"]
+def close_targets(targets):
+    for t in targets:
+        t.close()
+
+
+def switch_on(targets, wanted):
+    """Writes the remote switch's requests into the WANTED targets that do
+    not refuse it, and returns at once (perf starts next): the switch says
+    per pid when it has switched on. Returns (the switch, {pid: why it never
+    will}). Refuses in one line when no target can have Lua frames."""
+    asked = [t.pid for t in wanted if not t.refuses()]
+    on_already = {t.pid for t in wanted if t.dump_seen}
+
+    def switched(pid, seconds):
+        if pid not in on_already:
+            say("pid %d: switched recording on after %.2f s" % (pid, seconds))
+    sw = ljremote.RemoteSwitch(asked, on_switch=switched)
+    try:
+        noblock = set(sw.start())
+    except ljremote.RemoteError as e:
+        sw.stop()
+        raise Fail(str(e))
+    never = {}
+    for t in wanted:
+        if t.dump_seen is None and (t.refuses() or t.pid in noblock):
+            never[t.pid] = REFUSES if t.refuses() else NO_BLOCK
+    if not any(t.dump_seen or (t.pid in asked and t.pid not in noblock) for t in targets):
+        sw.stop()
+        raise Fail("cannot record Lua frames: " + "; ".join(
+            "pid %d: %s, and it writes no jitdump (no %s)"
+            % (t.pid, never.get(t.pid, "not switched on"), t.shown(t.dump_path()))
+            for t in targets))
+    for p, why in sorted(never.items()):
+        say("pid %d will not switch recording on: %s; recording its host frames" % (p, why))
+    return sw, never
+
+
+def not_switched(targets, sw):
+    """The TARGETS that record nothing yet (no jitdump before) and have not
+    switched on (yet)."""
+    pending = set(sw.pending())
+    return [t for t in targets if t.pid in pending and not t.dump_seen]
+
+
+def note_not_yet(targets, sw):
+    """Names the pids that have not switched on yet (called NOT_YET s in)."""
+    for t in not_switched(targets, sw):
+        if proc_alive(t.pid):
+            say("pid %d has not switched recording on yet: it does at its next GC step "
+                "or trace exit (running Lua code); its host frames are recorded "
+                "meanwhile" % t.pid)
+
+
+def report_attached(targets, sw, never, seconds):
+    """One line per target that exited or never switched recording on."""
+    late = {t.pid for t in not_switched(targets, sw)}
+    for t in targets:
+        why = never.get(t.pid)
+        if why is None and t.pid in late:
+            why = "it reached no safe point (GC step or trace exit) in %.1f s" % seconds
+        if not proc_alive(t.pid):
+            say("pid %d exited during the recording%s"
+                % (t.pid, "; it had not switched recording on (%s)" % why if why else ""))
+        elif why:
+            say("pid %d never switched recording on: %s; its samples have host frames "
+                "only" % (t.pid, why))
+
+
+def sample_pids(perf, outdir, data):
     r = subprocess.run([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "script",
                         "-i", data, "-F", "pid"], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, errors="replace")
-    pids = {int(x) for x in r.stdout.split() if x.isdigit()}
-    pids.update(p for p, _ in targets)
-    found = {}
-    for p in sorted(pids):
-        for d in dirs:
-            src = os.path.join(d, "jit-%d.dump" % p)
-            if os.path.isfile(src):
-                try:
-                    shutil.copyfile(src, os.path.join(outdir, os.path.basename(src)))
-                    if os.path.isfile(src + ".inline"):
-                        shutil.copyfile(src + ".inline", os.path.join(
-                            outdir, os.path.basename(src) + ".inline"))
-                except OSError as e:
-                    raise Fail("cannot copy %s: %s" % (src, e.strerror or e))
-                found[p] = src
-                break
-        if os.path.exists(perf_map(p)):
-            try:
-                shutil.copyfile(perf_map(p), os.path.join(outdir, "perf-%d.map" % p))
-            except OSError:
-                pass
-    if not found:
-        raise Fail("none of the recorded processes wrote a jitdump in %s"
-                   % " or ".join(dirs))
-    return found
+    return {int(x) for x in r.stdout.split() if x.isdigit()}
+
+
+def recorders(targets, on, pids):
+    """The processes whose files to collect: the TARGETS that record (ON:
+    switched on, or writing a jitdump already), and the other PIDS with
+    samples (processes they started while recorded) that write one."""
+    out = [t for t in targets if t.pid in on or t.dump_seen]
+    known = {t.pid for t in targets}
+    for p in sorted(pids - known):
+        if proc_alive(p):
+            child = ljattach.Target(p)
+            if child.dump_seen:
+                out.append(child)
+                continue
+            child.close()
+        else:                       # exited: look where its parent writes
+            child = next((c for c in (t.child(p) for t in targets) if c is not None), None)
+            if child is not None:
+                out.append(child)
+    return out
+
+
+def collect_attached(outdir, procs):
+    """Copies into OUTDIR, named by the pid perf reports, the jitdump (and
+    its .inline) and perf map of each of PROCS (ljattach.Target). Returns
+    those that had a jitdump."""
+    got = []
+    for t in procs:
+        (d, dump), (_, inline), (m, pmap) = t.files()
+        try:
+            if not t.copy(d, dump, os.path.join(outdir, "jit-%d.dump" % t.pid)):
+                continue
+            t.copy(d, inline, os.path.join(outdir, "jit-%d.dump.inline" % t.pid))
+            t.copy(m, pmap, os.path.join(outdir, "perf-%d.map" % t.pid))
+        except OSError as e:
+            raise Fail("cannot copy %s into %s: %s"
+                       % (t.shown(os.path.join(d, dump)), outdir, e.strerror or e))
+        got.append(t)
+    return got
+
+
+def link_ns_dumps(outdir, got, pids):
+    """perf inject names the code of a process in another pid namespace
+    jitted-NSPID-N.so (the pid its jitdump carries), and lj_merge finds
+    that code in jit-NSPID.dump: a link to its copy jit-PID.dump in OUTDIR.
+    False (and nothing linked) when such a name would be ambiguous: two
+    processes with one NSPID, or an NSPID that is another recorded pid."""
+    names = [t.nspid for t in got if t.nspid != t.pid]
+    if len(set(names)) != len(names) or set(names) & (pids | {t.pid for t in got}):
+        return False
+    for t in got:
+        if t.nspid != t.pid:
+            for sfx in (".dump", ".dump.inline"):
+                src = os.path.join(outdir, "jit-%d%s" % (t.pid, sfx))
+                if os.path.exists(src):
+                    os.link(src, os.path.join(outdir, "jit-%d%s" % (t.nspid, sfx)))
+    return True
+
+
+def remove_left(t):
+    """A process we switched on exited: its jitdump, .inline and perf map
+    (copied into DIR) would stay in its /tmp forever."""
+    for d, name in t.files():
+        t.remove(d, name)
 
 
 # -- Processes -----------------------------------------------------------------
@@ -621,8 +652,8 @@ def fold(perf, outdir, data, opts, fmt="folded"):
     """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds
     (FMT: another lj_merge --format, into DIR/FORMATS[FMT])."""
     fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
-    if opts.lines:
-        fields += ",uregs"        # lj_merge reads the PC register only for --lines
+    if opts.lines or fmt == "folded":
+        fields += ",uregs"        # R13: the interpreted leaf's line (--lines, profile.pb.gz)
     folded = os.path.join(outdir, "profile.folded")
     kinds = os.path.join(outdir, "profile.kinds")
     merge = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--kinds", kinds,
@@ -871,122 +902,159 @@ def cmd_record(opts):
     perf = need_perf()
     event = opts.event or DEFAULT_EVENT
     check_access(perf, event)
-    pids = attach_pids(opts) if attaching else []
-    if not pids:
+    try:
+        if attaching:
+            return record_attached(opts, perf, event, attach_pids(opts))
         resolve_command(cmd[0])
-    for p in pids:
-        check_process(p)
-    had_dump = {p for p in pids if attached_dump(p)[0] is not None}
-    # Switch recording on (and hold it on for this recording: a second ljperf
-    # gets one clear error), not in an nginx master: its Lua VM is idle and
-    # its workers have their own switch.
-    ask = [p for p in pids if p != opts.nginx]
-    remote, noswitch = remote_on(ask, had_dump) if ask else (None, [])
-    try:
-        return record_with(opts, cmd, perf, event, pids, had_dump, noswitch,
-                           remote.stop if remote is not None else None)
-    finally:
-        if remote is not None:
-            remote.stop()       # recording off again (also on errors, Ctrl-C)
+        return record_command(opts, perf, event, cmd)
+    except KeyboardInterrupt:
+        raise Fail("interrupted", 130)
 
 
-def record_with(opts, cmd, perf, event, pids, had_dump, noswitch, release=None):
-    """RELEASE (the remote switch's stop) is called once the attached
-    processes' files are copied: they need not record while perf inject and
-    lj_merge run."""
-    try:
-        targets = attach_targets(pids) if pids else []
-    except Fail as e:
-        if set(pids) & set(noswitch):   # nothing we could switch on either
-            raise Fail("%s; it has no ljperf remote switch either (not the "
-                       "ljperf-patched LuaJIT, or an older one)" % e)
-        raise
-    pid = targets[0][0] if targets else None
+def perf_record_argv(perf, outdir, data, event, opts):
+    return ([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q"] +
+            list(no_bpf_event(perf)) +
+            ["-e", event, "-k", "mono", "-g", "--call-graph", "fp",
+             "--user-regs=" + PC_USER_REGS, "-F", str(opts.freq), "-o", data])
+
+
+def new_meta(opts, title, target, event, **more):
+    meta = {"title": title, "target": target, "frequency": opts.freq, "event": event,
+            "recorded": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+    meta.update(more)
+    return meta
+
+
+def check_recorded(data, log):
+    """perf record wrote DATA, else one line: why not. Passes on perf's
+    lost-samples lines."""
+    logtext = read_text(log)
+    if not os.path.exists(data) or os.path.getsize(data) == 0:
+        # perf could not start (it leaves an empty perf.data)
+        value = paranoid_value()
+        if "perf_event_paranoid" in logtext and value is not None and value > 2:
+            raise paranoid_error(value)
+        raise Fail("perf record failed: %s (log: %s)" % (one_line(logtext), log))
+    for ln in logtext.splitlines():
+        if "lost" in ln.lower():
+            say("perf: " + ln.strip())
+
+
+def record_command(opts, perf, event, cmd):
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
-    argv = ([perf, "--buildid-dir", os.path.join(outdir, ".debug"), "record", "-q"] +
-            list(no_bpf_event(perf)) +
-            ["-e", event, "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=" + PC_USER_REGS,
-             "-F", str(opts.freq), "-o", data])
+    # perf's messages go to perf-record.log, the program's stderr to ours:
+    # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
+    errfd = spare_fd()
+    argv = perf_record_argv(perf, outdir, data, event, opts) + [
+        "--", "/bin/sh", "-c", 'exec "$@" 2>&%d %d>&-' % (errfd, errfd), "sh"] + cmd
     env = dict(os.environ)
-    errfd = None
-    if pid is not None:
-        argv += ["-p", ",".join(str(p) for p, _ in targets)]
-        target = ("nginx %d" % opts.nginx if opts.nginx is not None else
-                  "pid " + ",".join(str(p) for p, _ in targets))
-    else:
-        # perf's messages go to perf-record.log, the program's stderr to ours:
-        # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
-        errfd = spare_fd()
-        argv += ["--", "/bin/sh", "-c", 'exec "$@" 2>&%d %d>&-' % (errfd, errfd),
-                 "sh"] + cmd
-        env["LUAJIT_PERF"] = "1"
-        env["LUAJIT_PERF_DIR"] = outdir
-        target = " ".join(cmd)
-    meta = {"title": target, "target": "pid" if pid is not None else "command",
-            "command": cmd, "pid": pid, "frequency": opts.freq, "event": event,
-            "recorded": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+    env["LUAJIT_PERF"] = "1"
+    env["LUAJIT_PERF_DIR"] = outdir
+    meta = new_meta(opts, " ".join(cmd), "command", event, command=cmd, pid=None)
     log = os.path.join(outdir, "perf-record.log")
     rec = Recording(argv, env, log, opts.duration, errfd)
     try:
+        rc = rec.run()
+    finally:
+        os.close(errfd)
+        move_maps(outdir)
+    meta["duration"] = round(rec.elapsed, 3)
+    check_recorded(data, log)
+    status = meta["status"] = program_status(rc, rec, cmd)
+    if not dumps_in(outdir):
+        raise Fail("%s does not use the ljperf-patched LuaJIT: no jitdump appeared in "
+                   "%s (LUAJIT_PERF=1 was set; is it linked with ljperf's "
+                   "build/lib/libluajit-5.1 or run by its build/bin/luajit? %s)"
+                   % (cmd[0], outdir, status))
+    meta["pids"] = sorted(dumps_in(outdir))
+    write_meta(outdir, meta)
+    prune_dumps(perf, outdir, data)
+    return finish(perf, outdir, data, opts, meta, status)
+
+
+def record_attached(opts, perf, event, pids):
+    """Switches recording on in PIDS (not in an nginx master: its Lua VM is
+    idle and its workers have their own switch) and holds it on for this
+    recording (a second ljperf gets one clear error); off again at the end,
+    on errors and Ctrl-C too."""
+    targets = open_targets(pids)
+    try:
+        sw, never = switch_on(targets, [t for t in targets if t.pid != opts.nginx])
         try:
-            rc = rec.run()
+            return record_switched(opts, perf, event, targets, sw, never)
         finally:
-            if errfd is not None:
-                os.close(errfd)
-            if pid is None:
-                move_maps(outdir)
-        meta["duration"] = round(rec.elapsed, 3)
-        logtext = read_text(log)
-        if not os.path.exists(data) or os.path.getsize(data) == 0:
-            # perf could not start (it leaves an empty perf.data)
-            value = paranoid_value()
-            if "perf_event_paranoid" in logtext and value is not None and value > 2:
-                raise paranoid_error(value)
-            raise Fail("perf record failed: %s (log: %s)" % (one_line(logtext), log))
-        status = program_status(rc, rec, pid, cmd)
-        if len(targets) > 1:
-            status = status.replace("pid %d" % pid, target, 1)
-        meta["status"] = status
-        for ln in logtext.splitlines():
-            if "lost" in ln.lower():
-                say("perf: " + ln.strip())
-        if pid is not None:
-            # Snapshot the processes' jitdumps (they keep growing) and perf maps.
-            attached = collect_attached(perf, outdir, data, targets)
-            if release is not None:
-                release()           # recording off now, not after the rendering
-            for p, dump in attached.items():
-                if p in pids and p not in had_dump and not proc_alive(p):
-                    remove_left(p, dump)    # it exited: its files are ours to clean
-            meta["attached"] = [p for p, _ in targets]
-            meta["jitdump"] = attached.get(pid) or sorted(attached.values())[0]
-        elif not dumps_in(outdir):
-            raise Fail("%s does not use the ljperf-patched LuaJIT: no jitdump appeared in "
-                       "%s (LUAJIT_PERF=1 was set; is it linked with ljperf's "
-                       "build/lib/libluajit-5.1 or run by its build/bin/luajit? %s)"
-                       % (cmd[0], outdir, status))
-        meta["pids"] = sorted(dumps_in(outdir))
+            sw.stop()
+    finally:
+        close_targets(targets)
+
+
+def record_switched(opts, perf, event, targets, sw, never):
+    """perf record of TARGETS, started as soon as the switch's requests are
+    written: a process's samples before it switched on keep their host
+    frames, its Lua frames start with its switch."""
+    outdir = make_outdir(opts.output)
+    data = os.path.join(outdir, "perf.data")
+    pids = [t.pid for t in targets]
+    title = ("nginx %d" % opts.nginx if opts.nginx is not None else
+             "pid " + ",".join(map(str, pids)))
+    argv = perf_record_argv(perf, outdir, data, event, opts) + [
+        "-p", ",".join(map(str, pids))]
+    meta = new_meta(opts, title, "pid", event, command=[], pid=pids[0], attached=pids)
+    log = os.path.join(outdir, "perf-record.log")
+    rec = Recording(argv, dict(os.environ), log, opts.duration)
+    timer = threading.Timer(NOT_YET, note_not_yet, (targets, sw))
+    timer.daemon = True
+    timer.start()
+    try:
+        rec.run()
+    finally:
+        timer.cancel()
+    meta["duration"] = round(rec.elapsed, 3)
+    check_recorded(data, log)
+    status = meta["status"] = attach_status(rec, title, pids)
+    report_attached(targets, sw, never, rec.elapsed)
+    # Snapshot the processes' jitdumps (they keep growing) and perf maps.
+    recorded = sample_pids(perf, outdir, data)
+    procs = recorders(targets, set(sw.switched), recorded)
+    try:
+        got = collect_attached(outdir, procs)
+        sw.stop()                   # recording off now, not after the rendering
+        for t in targets:
+            if t.pid in sw.switched and not t.dump_seen and not proc_alive(t.pid):
+                remove_left(t)      # it exited: its files are ours to clean
+        plain = link_ns_dumps(outdir, got, recorded)
+        if not plain:
+            say("warning: a recorded process's pid in its own pid namespace is another "
+                "one's too: perf inject --jit is skipped (it would name their code "
+                "alike); Lua frames are named from the jitdumps")
+        meta["pids"] = sorted(t.pid for t in got)
+        meta["switched"] = {str(p): round(s, 3) for p, s in sorted(sw.switched.items())}
         write_meta(outdir, meta)
-        src = data
-        jit = os.path.join(outdir, "perf.jit.data")
-        t_inject = time.time()
-        try:
-            if pid is None:            # an attached process still writes its dump
-                prune_dumps(perf, outdir, data)
-            if inject(perf, outdir, data, jit):
-                src = jit
-            for p, dump in (attached.items() if pid is not None else ()):
-                remove_injected(os.path.dirname(dump), p, t_inject)
-            folded, html_out, total, event = render(perf, outdir, src, opts, meta)
-        except Fail as e:
-            # one line: the error, and what happened to the program
-            raise Fail("%s [%s]" % (e, status), e.code)
-        say(status)
-        print_result(outdir, folded, html_out, total, event, src)
-        return 0
-    except KeyboardInterrupt:
-        raise Fail("interrupted", 130)
+        since = time.time()
+        return finish(perf, outdir, data, opts, meta, status, plain,
+                      lambda: [t.remove_injected(since) for t in got])
+    finally:
+        close_targets(p for p in procs if p not in targets)
+
+
+def finish(perf, outdir, data, opts, meta, status, do_inject=True, injected=None):
+    """perf inject --jit (then INJECTED(), e.g. to remove the .so files it
+    wrote outside DIR), the flame graph and the other outputs."""
+    src = data
+    jit = os.path.join(outdir, "perf.jit.data")
+    try:
+        if do_inject and inject(perf, outdir, data, jit):
+            src = jit
+        if do_inject and injected is not None:
+            injected()
+        folded, html_out, total, event = render(perf, outdir, src, opts, meta)
+    except Fail as e:
+        # one line: the error, and what happened to the program
+        raise Fail("%s [%s]" % (e, status), e.code)
+    say(status)
+    print_result(outdir, folded, html_out, total, event, src)
+    return 0
 
 
 def move_maps(outdir):
@@ -1002,28 +1070,6 @@ def move_maps(outdir):
                     % (perf_map(p), outdir, e.strerror or e))
 
 
-def remove_left(pid, dump):
-    """A process we switched on remotely exited: its jitdump and perf map
-    (copied into DIR) would stay in /tmp forever."""
-    for path in (dump, dump + ".inline", perf_map(pid)):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-def remove_injected(d, pid, since):
-    """perf inject writes jitted-PID-N.so next to the process's jitdump; for
-    an attached process that is outside DIR (e.g. /tmp). They are in DIR's
-    build-id cache: remove the ones this run wrote."""
-    for p in glob.glob(os.path.join(d, "jitted-%d-*.so" % pid)):
-        try:
-            if os.path.getmtime(p) >= since - 1:
-                os.unlink(p)
-        except OSError:
-            pass
-
-
 def proc_alive(pid):
     """PID exists and is not a zombie (exited, not yet reaped)."""
     st = read_text("/proc/%d/stat" % pid)
@@ -1031,14 +1077,17 @@ def proc_alive(pid):
     return r >= 0 and st[r + 2:r + 3] not in ("Z", "X", "")
 
 
-def program_status(rc, rec, pid, cmd):
-    if pid is not None:
-        alive = proc_alive(pid)
-        if rec.stopped:
-            return "detached from pid %d after %.1f s (--duration)" % (pid, rec.stopped_at)
-        if rec.interrupted:
-            return "detached from pid %d (%s)" % (pid, signame(rec.interrupted))
-        return "pid %d %s" % (pid, "is still running" if alive else "exited")
+def attach_status(rec, title, pids):
+    if rec.stopped:
+        return "detached from %s after %.1f s (--duration)" % (title, rec.stopped_at)
+    if rec.interrupted:
+        return "detached from %s (%s)" % (title, signame(rec.interrupted))
+    if any(proc_alive(p) for p in pids):
+        return "perf record ended early; %s still running" % title
+    return "%s exited" % title
+
+
+def program_status(rc, rec, cmd):
     name = os.path.basename(cmd[0])
     if rec.stopped:
         return "%s stopped after %.1f s (--duration: perf sent it SIGTERM%s)" % (
@@ -1110,19 +1159,25 @@ CMD SIGTERM; SIGKILL if it is still there 10 s later); or Ctrl-C (perf and
 CMD both get it, the profile is still written).
 
 -p PID[,PID...] attaches to running processes of the ljperf-patched LuaJIT.
-Recording is switched on first in those that do not record yet (no
+ljperf asks those that do not record yet to switch recording on (no
 LUAJIT_PERF or profiling code needed; through /proc/PID/mem, so you must be
-allowed to ptrace them) and off again when ljperf ends; if ljperf is killed
-they switch off by themselves within 3 s (docs/remote.md). A process that
-had recording on keeps it. Its jitdump is found in /proc/PID/maps (or where
-LUAJIT_PERF_DIR in /proc/PID/environ, default /tmp, says) and copied into
-DIR; its perf map is copied, not removed (the process still writes it; both
-are removed if it exited and ljperf had switched it on). Recording ends
-after --duration, on Ctrl-C, or when the process exits; the process keeps
-running. --nginx MASTER_PID attaches to an nginx master and its workers
-(switched on as above), and follows the processes it starts while
-recording (workers after a reload, a new binary). Use --per-process for one
-tree per process. Workers started with LUAJIT_PERF get it from the master's
+allowed to ptrace them) and starts perf at once: each process switches at
+its next GC step or trace exit (ljperf says when, or at the end that it
+never did, and why), its samples before that have their host frames. Off
+again when ljperf ends; if ljperf is killed they switch off by themselves
+within 3 s (docs/remote.md). A process that had recording on keeps it. A
+pid that can never switch (not the patched LuaJIT, or LUAJIT_PERF_REMOTE=0)
+is recorded with its host frames; if none can, ljperf refuses at once. Its
+jitdump (found in /proc/PID/maps, or where LUAJIT_PERF_DIR in
+/proc/PID/environ, default /tmp, says) and perf map are copied into DIR, not
+removed (the process still writes them; removed if it exited and ljperf had
+switched it on). A process in a container (other pid and mount namespaces)
+is reached through /proc/PID/root. Recording ends after --duration (from
+perf's start), on Ctrl-C, or when the processes exit; a process that exits
+is said so, its samples kept. --nginx MASTER_PID attaches to an nginx
+master and its workers (switched on as above; a containerized one by its
+pid here), and follows the processes it starts while recording (workers
+after a reload, a new binary). Use --per-process for one tree per process. Workers started with LUAJIT_PERF get it from the master's
 Lua VM; a new binary (SIGUSR2) gets only the variables of nginx's `env`
 directives: add `env LUAJIT_PERF;`.
 
@@ -1243,9 +1298,7 @@ def add_diff_parser(sub):
 
 
 def diff_module():
-    """tools/ljperf/diff.py (next to this file)."""
-    if SRC_DIR not in sys.path:
-        sys.path.insert(0, SRC_DIR)
+    """tools/ljperf/diff.py (next to this file's source, on sys.path)."""
     import diff
     return diff
 

@@ -7,11 +7,14 @@ executable, libluajit-5.1.so, nginx, tarantool ...). We find it by its magic
 in the process's file-backed writable mappings and write it through
 /proc/PID/mem: exactly who may ptrace the process may do this. Every
 lua_State of the process polls it at its GC steps and trace exits and acts
-when `seq` changed. A request holds while its lease (`deadline`,
-CLOCK_MONOTONIC ns) has not lapsed: we renew it every RENEW seconds; if we
-die, the process switches off by itself at its first safe point after it.
+when `seq` changed: we do not wait for that (perf samples from the start),
+a thread watches the acks and says when each process has switched on. A
+request holds while its lease (`deadline`, CLOCK_MONOTONIC ns) has not
+lapsed: the same thread renews it every RENEW seconds; if we die, the
+process switches off by itself at its first safe point after it.
 """
 
+import errno
 import os
 import struct
 import threading
@@ -21,11 +24,11 @@ MAGIC = b"\x7fLuaJIT-perfctl\0"
 VERSION = 1
 # magic, version, size, seq, want, deadline, target, owner, ack, nremote
 LAYOUT = struct.Struct("<16sIIIIqIIIi")
-OFS_SEQ, OFS_DEADLINE, OFS_TARGET = 24, 32, 40
+OFS_SEQ, OFS_WANT, OFS_DEADLINE, OFS_TARGET = 24, 28, 32, 40
 PARTS_ALL = 0x07            # LUAJIT_PERF_MAP | JITDUMP | FRAMES
 LEASE = 3.0                 # seconds a request holds without renewal
 RENEW = 1.0                 # seconds between renewals
-ACK_WAIT = 10.0             # seconds the process gets to reach a safe point
+ACK_POLL = 0.02             # seconds between looks at the acks
 SCAN_MAX = 256 << 20        # bytes of one mapping we scan at most
 
 
@@ -99,7 +102,10 @@ class Block:
     def read(self):
         with open("/proc/%d/mem" % self.pid, "rb", buffering=0) as m:
             m.seek(self.addr)
-            f = LAYOUT.unpack(m.read(LAYOUT.size))
+            raw = m.read(LAYOUT.size)
+        if len(raw) != LAYOUT.size:         # a zombie: no memory left
+            raise OSError(errno.ESRCH, "pid %d has exited" % self.pid)
+        f = LAYOUT.unpack(raw)
         keys = ("magic", "version", "size", "seq", "want", "deadline", "target",
                 "owner", "ack", "nremote")
         return dict(zip(keys, f))
@@ -111,17 +117,23 @@ class Block:
 
 
 class RemoteSwitch:
-    """Switch recording on in PIDS (start), keep the lease (a thread), and
-    off (stop, idempotent). Only blocks we asked are touched again."""
+    """Switch recording on in PIDS (start), keep the lease and watch for the
+    acks (a thread), and off (stop, idempotent). Only blocks we asked are
+    touched again. ON_SWITCH(pid, seconds) is called (from the thread) when
+    a process has switched on, SECONDS after its request."""
 
-    def __init__(self, pids, say):
-        self.pids, self.say = pids, say
+    def __init__(self, pids, on_switch=None):
+        self.pids, self.on_switch = pids, on_switch
         self.asked = []             # (Block, seq we wrote)
+        self.switched = {}          # pid -> seconds from request to ack
+        self.gone = set()           # pids whose memory we can no longer read
+        self._t0 = None
         self._stop = threading.Event()
         self._thread = None
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
 
     def start(self):
+        """Writes the requests; returns the pids without a control block."""
         plan = []
         for pid in self.pids:
             addrs = find_blocks(pid)
@@ -130,58 +142,76 @@ class RemoteSwitch:
                 continue
             for a in addrs:
                 b = Block(pid, a)
-                c = b.read()
-                if c["owner"] and c["owner"] != os.getpid() and \
-                   c["target"] == ns_pid(pid) and c["want"] and \
-                   c["deadline"] > now_ns() and os.path.isdir("/proc/%d" % c["owner"]):
-                    raise RemoteError("pid %d is already being recorded by another ljperf "
-                                      "(pid %d); wait for it to end" % (pid, c["owner"]))
+                check_free(b)
                 plan.append((pid, b))
+        self._t0 = time.monotonic()
         for pid, b in plan:
-            if b is None:
-                continue
-            c = b.read()
-            seq = (c["seq"] + 1) & 0x7fffffff or 1
-            deadline = now_ns() + int(LEASE * 1e9)
-            # The request first, seq last: the VM reads seq, then the rest.
-            b.write(28, "<Iq", PARTS_ALL, deadline)
-            b.write(OFS_TARGET, "<II", ns_pid(pid), os.getpid())
-            b.write(OFS_SEQ, "<I", seq)
-            self.asked.append((b, seq))
+            if b is not None:
+                self.asked.append((b, ask(b, pid)))
         if self.asked:
-            self._thread = threading.Thread(target=self._renew, daemon=True)
+            self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
         return [pid for pid, b in plan if b is None]
 
-    def wait_on(self, timeout=ACK_WAIT, pids=None):
-        """Pids (of PIDS, default all) whose process has not switched on
-        within TIMEOUT seconds."""
+    def pending(self):
+        """Asked pids that have not switched on (yet)."""
+        with self.lock:
+            return sorted({b.pid for b, _ in self.asked} - set(self.switched))
+
+    def wait_on(self, timeout):
+        """Waits up to TIMEOUT seconds for every asked pid to switch on;
+        returns the ones that did not."""
         end = time.monotonic() + timeout
-        left = [(b, seq) for b, seq in self.asked if pids is None or b.pid in pids]
-        while left and time.monotonic() < end:
-            nxt = []
-            for b, seq in left:
+        with self.lock:
+            while time.monotonic() < end and self._waiting():
+                self.lock.wait(end - time.monotonic())
+        return self.pending()
+
+    def _waiting(self):
+        return any(b.pid not in self.switched and b.pid not in self.gone
+                   for b, _ in self.asked)
+
+    def _run(self):
+        renew = time.monotonic() + RENEW
+        while True:
+            wait = renew - time.monotonic()
+            with self.lock:
+                if self._waiting():
+                    wait = min(wait, ACK_POLL)
+            if self._stop.wait(max(wait, 0.0)):
+                return
+            self._check_acks()
+            if time.monotonic() >= renew:
+                self._renew()
+                renew = time.monotonic() + RENEW
+
+    def _check_acks(self):
+        new = []
+        with self.lock:
+            for b, seq in self.asked:
+                if b.pid in self.switched or b.pid in self.gone:
+                    continue
                 try:
                     c = b.read()
                 except OSError:
-                    continue                # exited
-                if not (c["ack"] == seq and c["nremote"] > 0):
-                    nxt.append((b, seq))
-            left = nxt
-            if left:
-                time.sleep(0.02)
-        return sorted({b.pid for b, _ in left})
+                    self.gone.add(b.pid)            # exited
+                    continue
+                if c["ack"] == seq and c["nremote"] > 0:
+                    self.switched[b.pid] = time.monotonic() - self._t0
+                    new.append(b.pid)
+            self.lock.notify_all()
+        for pid in new:
+            if self.on_switch is not None:
+                self.on_switch(pid, self.switched[pid])
 
     def _renew(self):
-        while not self._stop.wait(RENEW):
-            with self.lock:
-                for b, seq in self.asked:
-                    try:
-                        c = b.read()
-                        if c["seq"] == seq:     # still our request
-                            b.write(OFS_DEADLINE, "<q", now_ns() + int(LEASE * 1e9))
-                    except OSError:
-                        pass
+        with self.lock:
+            for b, seq in self.asked:
+                try:
+                    if b.read()["seq"] == seq:      # still our request
+                        b.write(OFS_DEADLINE, "<q", lease_end())
+                except OSError:
+                    pass
 
     def stop(self):
         self._stop.set()
@@ -191,12 +221,38 @@ class RemoteSwitch:
         with self.lock:
             for b, seq in self.asked:
                 try:
-                    c = b.read()
-                    if c["seq"] != seq:
+                    if b.read()["seq"] != seq:
                         continue
-                    b.write(28, "<Iq", 0, 0)
+                    b.write(OFS_WANT, "<Iq", 0, 0)
                     b.write(OFS_TARGET, "<II", 0, 0)
-                    b.write(OFS_SEQ, "<I", (seq + 1) & 0x7fffffff or 1)
+                    b.write(OFS_SEQ, "<I", next_seq(seq))
                 except OSError:
                     pass                    # the process is gone
             self.asked = []
+
+
+def lease_end():
+    return now_ns() + int(LEASE * 1e9)
+
+
+def next_seq(seq):
+    return (seq + 1) & 0x7fffffff or 1
+
+
+def check_free(b):
+    """Refuses a block another live ljperf holds a live request in."""
+    c = b.read()
+    if c["owner"] and c["owner"] != os.getpid() and c["target"] == ns_pid(b.pid) and \
+       c["want"] and c["deadline"] > now_ns() and os.path.isdir("/proc/%d" % c["owner"]):
+        raise RemoteError("pid %d is already being recorded by another ljperf "
+                          "(pid %d); wait for it to end" % (b.pid, c["owner"]))
+
+
+def ask(b, pid):
+    """Writes a request for all parts into B; returns its seq."""
+    seq = next_seq(b.read()["seq"])
+    # The request first, seq last: the VM reads seq, then the rest.
+    b.write(OFS_WANT, "<Iq", PARTS_ALL, lease_end())
+    b.write(OFS_TARGET, "<II", ns_pid(pid), os.getpid())
+    b.write(OFS_SEQ, "<I", seq)
+    return seq

@@ -104,9 +104,9 @@ def main():
         pids.update([new_master] + gen["upgrade"])
         os.kill(ngx.master, signal.SIGWINCH)
         rout, rerr = rec.communicate(timeout=o.seconds + 120)
-        rec = None
+        rc, rec = rec.returncode, None
         if "ljperf: profile" not in rerr:
-            ljptest.fail("ljperf record failed: " + rerr[-800:])
+            ljptest.fail("ljperf record failed (exit %s): %s" % (rc, rerr[-800:]))
         r = subprocess.run(["perf", "--buildid-dir", os.path.join(out, ".debug"), "script",
                             "-i", os.path.join(out, "perf.jit.data"),
                             "-F", "comm,pid,tid,time,ip,sym,dso"],

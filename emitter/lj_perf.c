@@ -39,6 +39,7 @@
 #include "lj_bc.h"
 #include "lj_debug.h"
 #include "lj_frame.h"
+#include "lj_gc.h"
 #include "lj_jit.h"
 #include "lj_ir.h"
 #include "lj_dispatch.h"
@@ -787,6 +788,11 @@ static void perf_stubs(jit_State *J, int all)
 
 static int perf_ptreq(const void *p, const void *key) { return p == key; }
 
+/* Walks of g->gc.root see only live objects: between two steps of a GC
+** sweep, the unswept dead ones may point at objects already freed.
+*/
+#define perf_live(g, o)	(!isdead((g), (o)))
+
 /* Adds P to the pointer set PS. 0, or -1 without memory. */
 static int perf_ptradd(LJPSet *ps, void *p)
 {
@@ -919,7 +925,7 @@ static void perf_heapnames(global_State *g, LJPSet *haveparent)
   size_t i;
   int depth;
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn)) {
+    if (o->gch.gct == ~LJ_TFUNC && isluafunc(&o->fn) && perf_live(g, o)) {
       uint32_t u;
       for (u = 0; u < o->fn.l.nupvalues; u++)
 	perf_hnvalue(&protos, &tabs, haveparent,
@@ -974,7 +980,8 @@ static size_t perf_all(global_State *g)
   chunk.cs = NULL; chunk.builtin = 0;
   ljp_emit_batch_begin();
   for (o = gcref(g->gc.root); ok && o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TPROTO && (gco2pt(o)->flags & PROTO_CHILD)) {
+    if (o->gch.gct == ~LJ_TPROTO && (gco2pt(o)->flags & PROTO_CHILD) &&
+	perf_live(g, o)) {
       GCproto *pt = gco2pt(o);
       BCPos pc;
       for (pc = 0; ok && pc < pt->sizebc; pc++)
@@ -989,7 +996,7 @@ static size_t perf_all(global_State *g)
     perf_heapnames(g, &haveparent);
   }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TPROTO) {
+    if (o->gch.gct == ~LJ_TPROTO && perf_live(g, o)) {
       n++;
       if (!ljp_set_find(&haveparent, ljp_hash_ptr(o), perf_ptreq, o)) {
 	char name[PERF_NAMESZ];
@@ -1001,7 +1008,7 @@ static size_t perf_all(global_State *g)
   ljp_set_free(&haveparent);
 #if LJ_HASJIT
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode)
+    if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode && perf_live(g, o))
       perf_trace(gco2trace(o), NULL, &chunk);
   perf_stubs(G2J(g), 1);
 #endif

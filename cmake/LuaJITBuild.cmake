@@ -28,6 +28,25 @@ set(LJPERF_LUAJIT_MAKEFLAGS
     "PREFIX=${CMAKE_BINARY_DIR}"
     "Q=")
 
+# The emitter's own sources (emitter/*.c) are compiled with -Wall -Wextra;
+# LuaJIT's keep its Makefile's -Wall. A target-specific CCWARN for their
+# objects does it (their _dyn.o come from the same recipe); the control
+# tree has no such objects, so both variants still get the same flags.
+# -DLJPERF_WERROR=ON (CI) makes their warnings errors. Trees built with
+# their own CMake (tarantool/luajit) compile them with the tree's flags.
+option(LJPERF_WERROR "Make warnings in ljperf's own C sources (emitter/) errors" OFF)
+file(GLOB ljperf_emitter_c RELATIVE "${PROJECT_SOURCE_DIR}/emitter" CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/emitter/*.c")
+list(SORT ljperf_emitter_c)
+list(TRANSFORM ljperf_emitter_c REPLACE "[.]c$" ".o")
+list(JOIN ljperf_emitter_c " " ljperf_emitter_o)
+set(LJPERF_EMITTER_WARN -Wall -Wextra)
+if(LJPERF_WERROR)
+  list(APPEND LJPERF_EMITTER_WARN -Werror)
+endif()
+list(JOIN LJPERF_EMITTER_WARN " " ljperf_emitter_warn)
+list(APPEND LJPERF_LUAJIT_MAKEFLAGS "--eval=${ljperf_emitter_o}: CCWARN = ${ljperf_emitter_warn}")
+
 # The files the series adds to the VM (vm_patch/src, emitter/), compiled into
 # the patched VM (the series names them in LuaJIT's build files).
 file(GLOB LJPERF_EMITTER_SOURCES CONFIGURE_DEPENDS

@@ -103,10 +103,10 @@ _here = os.path.dirname(os.path.realpath(__file__))   # works through symlinks
 if _here not in sys.path:
     sys.path.insert(0, _here)
 
-import ljwriters                       # noqa: E402
-from ljresolve import Resolver, one_line  # noqa: E402
-from merger import Merger              # noqa: E402
-from perfscript import Reader         # noqa: E402
+import ljwriters                       # noqa: E402  (after the sys.path.insert above)
+from ljresolve import Resolver, one_line  # noqa: E402  (after the sys.path.insert above)
+from merger import Merger              # noqa: E402  (after the sys.path.insert above)
+from perfscript import Reader         # noqa: E402  (after the sys.path.insert above)
 
 PROG = "lj_merge"
 

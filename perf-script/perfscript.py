@@ -439,6 +439,7 @@ class Reader:
         pidtids = {}                      # "pid/tid" token -> (pid, tid)
         comm = event = None               # of the last sample
         lay = None
+        need = pi = ti = pe = evi = 0     # lay's fields, read only once it is set
         n = 0                             # samples of the usual kind
         for text in read_texts(self.f, st):
             st.lines += 1

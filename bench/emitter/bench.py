@@ -46,11 +46,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "perf-script"))
 sys.path.insert(0, HERE)
-import jitdump  # noqa: E402
+import jitdump  # noqa: E402  (after the sys.path.insert above)
 sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
-import ljperf  # noqa: E402
+import ljperf  # noqa: E402  (after the sys.path.insert above)
 sys.path.insert(0, os.path.dirname(HERE))
-import icount  # noqa: E402
+import icount  # noqa: E402  (after the sys.path.insert above)
 
 PER_CHUNK = 100
 

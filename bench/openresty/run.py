@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402
+import serve  # noqa: E402  (after the sys.path.insert above)
 import ljptest  # noqa: E402  (tmp_files)
 
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")

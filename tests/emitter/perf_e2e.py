@@ -29,7 +29,7 @@ JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf-script", "jitdump.py")
 sys.path.insert(0, os.path.dirname(os.path.abspath(JITDUMP_PY)))
 import perfscript  # noqa: E402  (the one perf script reader)
-import jitdump  # noqa: E402
+import jitdump  # noqa: E402  (after the sys.path.insert above)
 
 SRC = "e2e_source.lua"
 LEAF_LINE = {"lj_gamma": 22, "lj_delta": 32}

@@ -16,7 +16,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(HERE, "..", "..", "perf-script", "jitdump.py")
 sys.path.insert(0, os.path.dirname(os.path.abspath(JITDUMP_PY)))
-import jitdump  # noqa: E402
+import jitdump  # noqa: E402  (after the sys.path.insert above)
 
 GEN_DUMP = os.environ.get("LJP_GEN_DUMP", "")
 

@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402
+import ljptest as T  # noqa: E402  (after the sys.path.insert above)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.995

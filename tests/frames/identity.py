@@ -24,7 +24,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402
+import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+import ljframes  # noqa: E402 (perf-script/ is on sys.path once ljptest is imported)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.995
@@ -141,7 +142,7 @@ def selected(sample, res, t, target, owners):
         exiting = any(f[1] == "lj_vm_exit_handler" for f in sample.frames)
         return "trace" if exiting else "exact"
     if sym and (sym.startswith("lj_BC_") or sym == "lj_vm_mod"):
-        bx = T.ljframes.interp_pc(sample.regs or "")
+        bx = ljframes.interp_pc(sample.regs or "")
         ld = res.load(bx, t) if bx else None
         if ld is not None and not ld.name.startswith("TRACE_") \
            and short(ld.name) == target:
@@ -200,7 +201,7 @@ def test():
     if case == "toggles":
         env["LUAJIT_PERF"] = "map,jitdump"  # the program switches frames
     with T.PerfSession() as sess:
-        data, out = sess.record(cmd, env=env, freq=2000, regs=T.ljframes.PC_USER_REGS)
+        data, out = sess.record(cmd, env=env, freq=2000, regs=ljframes.PC_USER_REGS)
         samples = sess.samples(data, "comm,pid,tid,time,ip,sym,dso,uregs",
                                extra=["--ns"])
         res = Resolver(sess.dump(samples[0].pid))

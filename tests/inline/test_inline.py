@@ -36,7 +36,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(HERE, "..", "ljperf"))
-import ljperf_testlib as t  # noqa: E402
+import ljperf_testlib as t  # noqa: E402  (after the sys.path.insert above)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import run  # noqa: E402  (bench/run.py: program sizes)
 

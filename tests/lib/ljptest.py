@@ -18,10 +18,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "perf-script"))
 
-import jitdump  # noqa: E402
-import ljframes  # noqa: E402
-import ljresolve  # noqa: E402
-import perfscript  # noqa: E402
+import ljresolve  # noqa: E402  (after the sys.path.insert above)
+import perfscript  # noqa: E402  (after the sys.path.insert above)
 
 
 def tmp_files(pid):

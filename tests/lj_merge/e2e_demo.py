@@ -38,7 +38,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-import ljptest as T  # noqa: E402
+import ljptest as T  # noqa: E402  (after the sys.path.insert above)
 
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 LJ_MERGE = os.environ.get("LJ_MERGE") or os.path.join(

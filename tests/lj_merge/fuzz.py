@@ -34,7 +34,7 @@ PERF_SCRIPT = os.path.normpath(os.path.join(HERE, "..", "..", "perf-script"))
 LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(PERF_SCRIPT, "lj_merge.py"))
 sys.path.insert(0, PERF_SCRIPT)
 
-import lj_merge  # noqa: E402
+import lj_merge  # noqa: E402  (after the sys.path.insert above)
 
 # (input, arguments) as the cases/ run them
 INPUTS = [

@@ -9,7 +9,6 @@ byte by byte here with struct (independent of perf-script/jitdump.py).
 Expected stacks are written by hand from what each input describes."""
 import json
 import os
-import resource
 import shutil
 import struct
 import subprocess
@@ -26,8 +25,8 @@ PERF_SCRIPT = os.path.normpath(os.path.join(HERE, "..", "..", "perf-script"))
 LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(PERF_SCRIPT, "lj_merge.py"))
 sys.path.insert(0, PERF_SCRIPT)
 
-import perfscript  # noqa: E402
-import ljframes  # noqa: E402
+import perfscript  # noqa: E402  (after the sys.path.insert above)
+import ljframes  # noqa: E402  (after the sys.path.insert above)
 
 
 def run(args, stdin=None, timeout=120):

@@ -12,7 +12,7 @@ import time
 
 import ljperf_testlib as t
 sys.path.insert(0, os.path.join(t.ROOT, "tools", "ljperf"))
-import ljremote  # noqa: E402
+import ljremote  # noqa: E402  (after the sys.path.insert above)
 
 
 def one_error(r, code, *needles, what=""):

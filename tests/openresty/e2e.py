@@ -42,7 +42,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -52,8 +51,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402
-import ljptest  # noqa: E402
+import serve  # noqa: E402  (after the sys.path.insert above)
+import ljptest  # noqa: E402  (after the sys.path.insert above)
 
 APP = os.path.join(ROOT, "examples", "openresty", "app.lua")
 MIN_SHARE = 0.99

@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402
-import ljptest  # noqa: E402
+import serve  # noqa: E402  (after the sys.path.insert above)
+import ljptest  # noqa: E402  (after the sys.path.insert above)
 
 REQUESTS = ([("/api/items/%d" % i, 1 + i % 16) for i in range(1, 41)] +
             [("/api/items/%d/slow" % i, 3) for i in (4, 7, 64, 1000)] +

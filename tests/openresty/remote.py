@@ -49,11 +49,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
-import serve  # noqa: E402
-import ljptest  # noqa: E402
-import ljremote  # noqa: E402
-import e2e  # noqa: E402
-import identity  # noqa: E402
+import serve  # noqa: E402  (after the sys.path.insert above)
+import ljptest  # noqa: E402  (after the sys.path.insert above)
+import ljremote  # noqa: E402  (after the sys.path.insert above)
+import e2e  # noqa: E402  (after the sys.path.insert above)
+import identity  # noqa: E402  (after the sys.path.insert above)
 
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")
 

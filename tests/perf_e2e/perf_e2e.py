@@ -99,8 +99,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-import ljptest as T  # noqa: E402
-from ljptest import jitdump, ljframes, ljresolve, perfscript  # noqa: E402
+import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from ljptest import ljresolve, perfscript  # noqa: E402  (after the sys.path.insert above)
+import jitdump  # noqa: E402 (perf-script/ is on sys.path once ljptest is imported)
+import ljframes  # noqa: E402 (as jitdump)
 
 MIN_SAMPLES = 10      # samples a function must get to be judged
 GOOD = 0.9            # share of a function's samples that must be fully right

@@ -25,8 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "perf-script"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lj_merge"))
-import bench as lj_bench  # noqa: E402
-import pprof  # noqa: E402
+import bench as lj_bench  # noqa: E402  (after the sys.path.insert above)
+import pprof  # noqa: E402  (after the sys.path.insert above)
 
 
 def cpu():

@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "ljperf"))
 sys.path.insert(0, os.path.join(ROOT, "perf-script"))
-import ljperf_testlib as t  # noqa: E402
-import pprof  # noqa: E402
+import ljperf_testlib as t  # noqa: E402  (after the sys.path.insert above)
+import pprof  # noqa: E402  (after the sys.path.insert above)
 
 PPROF_PY = os.path.join(ROOT, "perf-script", "pprof.py")
 

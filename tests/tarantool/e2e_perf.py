@@ -189,7 +189,7 @@ ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, os.path.join(ROOT, 'perf-script'))
 import perfscript  # noqa: E402  (the one perf script reader)
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
-import ljptest  # noqa: E402
+import ljptest  # noqa: E402  (after the sys.path.insert above)
 
 ROOTS = {
     'main': 'main',

@@ -29,7 +29,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest  # noqa: E402
+import ljptest  # noqa: E402  (after the sys.path.insert above)
 
 VALGRIND = ["valgrind", "--error-exitcode=99", "-q"]
 

@@ -5,10 +5,11 @@
       tests/remote/prog.lua started without LUAJIT_PERF: iterations/s
       before, during and after `ljperf record -p` (medians of 0.1 s windows)
   python3 bench/remote.py latency [--bin-dir build/bin]
-      how long a request takes to be acted on (ack) in programs that
-      allocate, that only exit traces, and that spin in one trace or in the
-      interpreter without allocating (the worst case: the next safe point
-      is the end of the loop)
+      how long a request takes until every Lua state of a program has
+      switched on: programs that allocate (a GC step polls), and busy code
+      that reaches no poll by itself (tests/remote/busy.lua's loops: the
+      interpreter, one trace without exit, sunk allocation, coroutines; the
+      C host's two states in two threads), where ljperf kicks
 """
 
 import argparse
@@ -16,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,37 +27,32 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import ljremote  # noqa: E402
 import ljptest  # noqa: E402  (tmp_files)
 
-# name: (luajit args, program). Each prints "ready" and runs until killed.
+BUSY = os.path.join(ROOT, "tests", "remote", "busy.lua")
+# name: (argv after the bin dir's luajit, or None: the C host). Each prints
+# "ready" and runs until killed.
 LATENCY = {
-    "allocates (prog.lua)": ([], None),
-    "all compiled, no allocation":
-        ([], "local function f(i) if i % 1000 == 0 then return 1 end return 0 end\n"
-             "print('ready') io.stdout:flush()\n"
-             "local s = 0 while true do for i = 1, 1e7 do s = s + f(i) end end"),
-    "one trace, 1e8 iterations per loop":
-        ([], "print('ready') io.stdout:flush()\n"
-             "while true do local s = 0 for i = 1, 1e8 do s = s + i % 7 end end"),
-    "one trace, 1e9 iterations per loop":
-        ([], "print('ready') io.stdout:flush()\n"
-             "while true do local s = 0 for i = 1, 1e9 do s = s + i % 7 end end"),
-    "-joff, no allocation, 1e8 per loop":
-        (["-joff"], "print('ready') io.stdout:flush()\n"
-                    "while true do local s = 0 for i = 1, 1e8 do s = s + i % 7 end "
-                    "local t = {} end"),
+    "allocates (prog.lua)": [os.path.join(ROOT, "tests", "remote", "prog.lua")],
+    "interpreted loop, no allocation": ["-joff", BUSY, "loop", "1000"],
+    "one trace, no exit, no allocation": [BUSY, "loop", "1000"],
+    "one trace, sunk allocation": [BUSY, "sunk", "1000"],
+    "coroutine ping-pong": [BUSY, "coro", "1000"],
+    "count hook, interpreted": ["-joff", BUSY, "hook", "1000"],
+    "C host: 2 states, 2 threads, busy": None,
 }
 
 
-def start(bindir, args, prog):
+def start(bindir, argv, drain=True):
     env = dict(os.environ)
     env.pop("LUAJIT_PERF", None)
     env["LUA_CPATH"] = os.path.join(bindir, os.pardir, "tests", "fpchain", "?.so")
-    if prog is None:
-        cmd = [os.path.join(bindir, "luajit")] + args + \
-              [os.path.join(ROOT, "tests", "remote", "prog.lua")]
+    if argv is None:
+        cmd = [os.path.join(bindir, os.pardir, "tests", "remote", "host"), "0", "busy"]
     else:
-        cmd = [os.path.join(bindir, "luajit")] + args + ["-e", prog]
+        cmd = [os.path.join(bindir, "luajit")] + argv
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
+    if drain:
+        threading.Thread(target=p.stdout.read, daemon=True).start()
     return p
 
 
@@ -66,26 +63,27 @@ def cleanup(p):
 
 
 def latency(opts):
-    for name, (args, prog) in LATENCY.items():
-        p = start(opts.bin_dir, args, prog)
+    for name, argv in LATENCY.items():
+        p = start(opts.bin_dir, argv)
         time.sleep(1.0)
         took = []
         for _ in range(3):
             sw = ljremote.RemoteSwitch([p.pid])
             t0 = time.monotonic()
             sw.start()
-            late = sw.wait_on(timeout=15)
+            late = sw.wait_on(timeout=15, every_state=True)
             took.append(time.monotonic() - t0 if not late else float("inf"))
             sw.stop()
             time.sleep(0.5)
-        print("%-38s switch-on latency: %s" % (name, ", ".join(
-            "%.3f s" % x if x != float("inf") else "none in 15 s" for x in took)))
+        print("%-38s every state on after: %s (kicks: %d)" % (name, ", ".join(
+            "%.3f s" % x if x != float("inf") else "none in 15 s" for x in took),
+            sum(sw.kicks.values())))
         sys.stdout.flush()
         cleanup(p)
 
 
 def rates(opts):
-    p = start(opts.bin_dir, [], None)
+    p = start(opts.bin_dir, LATENCY["allocates (prog.lua)"], drain=False)
     lines = []
 
     def pump(until):
@@ -95,7 +93,6 @@ def rates(opts):
             if m:
                 lines.append((time.monotonic(), int(m.group(1))))
 
-    import threading
     t = threading.Thread(target=pump, args=(time.monotonic() + 3 * opts.seconds + 60,),
                          daemon=True)
     t.start()

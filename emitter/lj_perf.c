@@ -25,6 +25,8 @@
 #define LUA_CORE
 
 #include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1137,6 +1139,9 @@ static unsigned perf_status(global_State *g)
   return mask;
 }
 
+static void perf_register(global_State *g);
+static void perf_unregister(global_State *g);
+
 void lj_perf_init(lua_State *L)
 {
   unsigned mask;
@@ -1145,6 +1150,8 @@ void lj_perf_init(lua_State *L)
   const char *remote = getenv("LUAJIT_PERF_REMOTE");
   if (remote && !strcmp(remote, "0"))
     G(L)->perfremote = PERF_REMOTE_REFUSE;
+  else
+    perf_register(G(L));
   if (perf_parse(env, &mask, bad, sizeof(bad)) < 0) {
     fprintf(stderr, "ljperf: LUAJIT_PERF: unknown part '%s' (use "
 		    PERF_VALUES ")\n", bad);
@@ -1156,6 +1163,7 @@ void lj_perf_init(lua_State *L)
 
 void lj_perf_close(global_State *g)
 {
+  perf_unregister(g);
   if ((g->perfremote & PERF_REMOTE_ON))
     __atomic_sub_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
   g->perfremote = 0;
@@ -1169,9 +1177,29 @@ void lj_perf_close(global_State *g)
 ** it sits in the .data of the file that holds the VM, where ljperf finds it
 ** by its magic; a fork child has its own copy.
 */
+LJ_ASMF void lj_vm_perfkick(void);
+#if LJ_HASJIT
+LJ_ASMF void lj_vm_perfinject(void);
+#endif
+
 LJ_DATADEF volatile LJPerfCtl lj_perf_ctl __attribute__((used, aligned(64))) =
 {
-  LJPERF_CTL_MAGIC, LJPERF_CTL_VERSION, sizeof(LJPerfCtl), 0, 0, 0, 0, 0, 0, 0
+  LJPERF_CTL_MAGIC, LJPERF_CTL_VERSION, sizeof(LJPerfCtl), 0, 0, 0, 0, 0, 0, 0,
+  0, 0, NULL, (void *)lj_vm_perfkick,
+#if LJ_HASJIT
+  (void *)lj_vm_perfinject,
+#else
+  NULL,
+#endif
+  offsetof(global_State, perfnext), GG_G2DISP, GG_LEN_SDISP,
+#if LJ_HASJIT
+  GG_G2J + offsetof(jit_State, mcarea),
+  GG_G2J + offsetof(jit_State, exitstubgroup), LJ_MAX_EXITSTUBGR,
+  EXITSTUB_SPACING, EXITSTUBS_PER_GROUP,
+#else
+  0, 0, 0, 0, 0,
+#endif
+  offsetof(global_State, vmstate), 0
 };
 
 /* While switched on remotely, perfseen = seq ^ PERF_POLLALL: every poll
@@ -1239,6 +1267,151 @@ void LJ_FASTCALL lj_perf_remote(lua_State *L)
   lj_perf_ctl.ack = seq;
   g->perfseen = (g->perfremote & PERF_REMOTE_ON) ? seq ^ PERF_POLLALL : seq;
 }
+
+/* The states the kick may reach (lj_perf_ctl.states): each state that
+** accepts the switch, from the end of lua_newstate to the start of lua_close.
+** ljperf reads the list only while every thread is stopped and LOCK is 0.
+*/
+static void perf_lock(void)
+{
+  while (__atomic_exchange_n(&lj_perf_ctl.lock, 1, __ATOMIC_ACQUIRE))
+    sched_yield();
+}
+
+static void perf_unlock(void)
+{
+  __atomic_store_n(&lj_perf_ctl.lock, 0, __ATOMIC_RELEASE);
+}
+
+static void perf_register(global_State *g)
+{
+  perf_lock();
+  g->perfnext = lj_perf_ctl.states;
+  lj_perf_ctl.states = g;
+  lj_perf_ctl.nstates++;
+  perf_unlock();
+}
+
+static void perf_unregister(global_State *g)
+{
+  global_State *volatile *pp;
+  perf_lock();
+  for (pp = &lj_perf_ctl.states; *pp; pp = &(*pp)->perfnext)
+    if (*pp == g) {
+      *pp = g->perfnext;
+      lj_perf_ctl.nstates--;
+      break;
+    }
+  perf_unlock();
+}
+
+/* ->vm_perfkick, the instruction dispatch ljperf gave a state that reached
+** no poll: the entries go back to what the dispatch mode says (the mode did
+** not change, the entries did), then the state polls, with the current PC
+** in its C frame for the top frame record (the previous one after: a line
+** hook compares with it). The VM dispatches the instruction again.
+*/
+#define PERF_DISPMODE_INS	0x04	/* DISPMODE_INS, private to lj_dispatch.c */
+
+void LJ_FASTCALL lj_perf_kick(lua_State *L, const BCIns *pc)
+{
+  global_State *g = G(L);
+  void *cf = cframe_raw(L->cframe);
+  const BCIns *oldpc = cframe_pc(cf);
+  g->dispatchmode ^= PERF_DISPMODE_INS;
+  lj_fprec_update(g);
+  setcframe_pc(cf, pc);
+  lj_perf_poll(L);
+  setcframe_pc(cf, oldpc);
+}
+
+#if LJ_HASJIT
+/* The kick's way into a thread that runs trace code of G: ljperf, with the
+** thread stopped between two instructions of a trace, made it call
+** lj_vm_perfinject, which saves every register the trace may use, calls
+** this with *RBP the trace's rbp, and resumes the trace with what *RBP is
+** then. Polls as a GC step of the trace would (lj_gc_step_jit), nothing
+** more; the trace's own rbp becomes L's top frame record if that switched
+** recording on. Nothing here allocates GC objects. At a trace's entry, or
+** while a trace is recorded, there is nothing to do: the poll comes later.
+*/
+__attribute__((used, noinline))
+void lj_perf_inject(global_State *g, void **rbp)
+{
+  lua_State *L = gco2th(gcref(g->cur_L));
+  TValue *base = L->base, *top = L->top;
+  int on = g->fprec_on;
+  if (g->vmstate < 0 || G2J(g)->state != LJ_TRACE_IDLE || !tvref(g->jit_base))
+    return;
+  L->base = tvref(g->jit_base);
+  L->top = curr_topL(L);
+  lj_perf_poll(L);
+  if (!on && g->fprec_on) {
+    void *rec = lj_fprec_top(L);
+    if (rec) *rbp = rec;
+  }
+  L->base = base;
+  L->top = top;
+}
+
+/* Entered with [rsp] = where the trace was, [rsp+8] = its global_State,
+** the trace's rsp 144 bytes above (the red zone skipped). Returns there
+** with every register as it was but rbp.
+*/
+__asm__(
+  ".text\n"
+  ".p2align 4\n"
+  ".globl lj_vm_perfinject\n"
+  ".hidden lj_vm_perfinject\n"
+  ".type lj_vm_perfinject, @function\n"
+  "lj_vm_perfinject:\n"
+  "  pushfq\n"
+  "  push %rax\n push %rcx\n push %rdx\n push %rsi\n push %rdi\n"
+  "  push %r8\n push %r9\n push %r10\n push %r11\n"
+  "  push %rbp\n"
+  "  mov %rsp, %rbp\n"
+  "  and $-16, %rsp\n"
+  "  sub $256, %rsp\n"
+  "  movdqu %xmm0, 0(%rsp)\n movdqu %xmm1, 16(%rsp)\n"
+  "  movdqu %xmm2, 32(%rsp)\n movdqu %xmm3, 48(%rsp)\n"
+  "  movdqu %xmm4, 64(%rsp)\n movdqu %xmm5, 80(%rsp)\n"
+  "  movdqu %xmm6, 96(%rsp)\n movdqu %xmm7, 112(%rsp)\n"
+  "  movdqu %xmm8, 128(%rsp)\n movdqu %xmm9, 144(%rsp)\n"
+  "  movdqu %xmm10, 160(%rsp)\n movdqu %xmm11, 176(%rsp)\n"
+  "  movdqu %xmm12, 192(%rsp)\n movdqu %xmm13, 208(%rsp)\n"
+  "  movdqu %xmm14, 224(%rsp)\n movdqu %xmm15, 240(%rsp)\n"
+  "  mov 96(%rbp), %rdi\n"	/* g (above 10 saved words and the rip) */
+  "  mov %rbp, %rsi\n"		/* The saved rbp. */
+  "  call lj_perf_inject\n"
+  "  movdqu 0(%rsp), %xmm0\n movdqu 16(%rsp), %xmm1\n"
+  "  movdqu 32(%rsp), %xmm2\n movdqu 48(%rsp), %xmm3\n"
+  "  movdqu 64(%rsp), %xmm4\n movdqu 80(%rsp), %xmm5\n"
+  "  movdqu 96(%rsp), %xmm6\n movdqu 112(%rsp), %xmm7\n"
+  "  movdqu 128(%rsp), %xmm8\n movdqu 144(%rsp), %xmm9\n"
+  "  movdqu 160(%rsp), %xmm10\n movdqu 176(%rsp), %xmm11\n"
+  "  movdqu 192(%rsp), %xmm12\n movdqu 208(%rsp), %xmm13\n"
+  "  movdqu 224(%rsp), %xmm14\n movdqu 240(%rsp), %xmm15\n"
+  "  mov %rbp, %rsp\n"
+  "  pop %rbp\n"
+  "  pop %r11\n pop %r10\n pop %r9\n pop %r8\n"
+  "  pop %rdi\n pop %rsi\n pop %rdx\n pop %rcx\n pop %rax\n"
+  "  popfq\n"
+  "  ret $136\n"
+  ".size lj_vm_perfinject, .-lj_vm_perfinject\n"
+);
+#endif
+
+#else
+
+/* Without LJ_HASPERF no control block is there: nothing kicks the VM. */
+void LJ_FASTCALL lj_perf_kick(lua_State *L, const BCIns *pc)
+{
+  UNUSED(L); UNUSED(pc);
+}
+
+#endif
+
+#if LJ_HASPERF
 
 /* -- C API ---------------------------------------------------------------- */
 

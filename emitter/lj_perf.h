@@ -18,10 +18,17 @@
 ** block per process, in initialised writable data, found by ljperf by its
 ** magic and written through /proc/PID/mem. Every global_State polls it at
 ** its GC steps and trace exits: one load and compare while SEQ is what it
-** last saw (all the time, unless asked).
+** last saw (all the time, unless asked). A state that reaches neither (a
+** loop that never allocates, a trace that never exits) is kicked: with the
+** process's threads stopped, ljperf points the state's instruction dispatch
+** at ->vm_perfkick, which restores it and polls (lj_perf_kick), and makes a
+** thread that runs trace code call lj_vm_perfinject, which saves every
+** register, polls (lj_perf_inject) and returns into the trace. The block
+** publishes what that needs: the list of states and where their dispatch
+** tables and trace code are.
 */
 #define LJPERF_CTL_MAGIC	"\x7fLuaJIT-perfctl"	/* 16 bytes with its NUL. */
-#define LJPERF_CTL_VERSION	1
+#define LJPERF_CTL_VERSION	2
 typedef struct LJPerfCtl {
   char magic[16];	/* LJPERF_CTL_MAGIC */
   uint32_t version;	/* LJPERF_CTL_VERSION: the layout below. */
@@ -33,8 +40,23 @@ typedef struct LJPerfCtl {
   uint32_t owner;	/* ljperf: its own pid. */
   uint32_t ack;		/* VM: the last SEQ a lua_State acted on. */
   int32_t nremote;	/* VM: lua_States switched on remotely now. */
+  /* The kick (read by ljperf while every thread is stopped). */
+  uint32_t nstates;	/* VM: states in the list below. */
+  uint32_t lock;	/* VM: nonzero while the list changes. */
+  global_State *states;	/* VM: states that accept the switch, linked by
+			** their perfnext. */
+  void *kick;		/* ->vm_perfkick */
+  void *inject;		/* lj_vm_perfinject (0: no JIT) */
+  uint32_t o_next;	/* From a global_State: its perfnext, */
+  uint32_t o_disp;	/* its instruction dispatch (NKICK entries), */
+  uint32_t nkick;
+  uint32_t o_mcarea;	/* its first trace code area (J->mcarea; 0: no JIT) */
+  uint32_t o_stubs;	/* and its exit stub groups (J->exitstubgroup): */
+  uint32_t nstubgr;	/* that many, each STUBSP*NSTUB bytes of stubs. */
+  uint32_t stubsp, nstub;
+  uint32_t o_vmstate;	/* its vmstate (>= 0: in a trace) */
+  uint32_t unused;
 } LJPerfCtl;
-
 #if LJ_HASPERF
 LJ_DATA volatile LJPerfCtl lj_perf_ctl;
 LJ_FUNC void LJ_FASTCALL lj_perf_remote(lua_State *L);
@@ -45,6 +67,7 @@ LJ_FUNC void LJ_FASTCALL lj_perf_remote(lua_State *L);
   do { if (LJ_UNLIKELY(lj_perf_ctl.seq != G(L)->perfseen)) \
 	 lj_perf_remote(L); } while (0)
 LJ_FUNC void lj_perf_init(lua_State *L);	/* End of lua_newstate. */
+LJ_FUNC void lj_perf_inject(global_State *g, void **rbp);  /* The kick. */
 LJ_FUNC void lj_perf_close(global_State *g);	/* Start of lua_close. */
 LJ_FUNC void lj_perf_chunk(lua_State *L, GCproto *pt);  /* Chunk loaded. */
 LJ_FUNC void lj_perf_trace(jit_State *J, GCtrace *T);	 /* Trace saved. */

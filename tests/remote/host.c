@@ -3,10 +3,14 @@
 ** thread runs Lua recursion down to a C payload (host_burn) and prints
 ** "T<n> status=<luaJIT_perf_status> rate=<iterations/s>" every 0.1 s, and
 ** BAD if a result changes. argv[1]: seconds to run (default: until killed).
+** argv[2] "busy": Lua loops that reach no poll by themselves instead (no
+** allocation; thread 1 interpreted, thread 2 in one trace for ~1 s), under
+** the same recursion.
 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <lua.h>
 #include <lauxlib.h>
@@ -14,6 +18,7 @@
 #include <luajit.h>
 
 static double run_for;
+static int busy;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double now(void)
@@ -72,6 +77,19 @@ static const char script[] =
   "    io.write('BAD ', id, ' ', v, '\\n') io.flush() end\n"
   "until not tick()\n";
 
+static const char busy_script[] =
+  "local id = ...\n"
+  "local function spin(n) local s = 0\n"
+  "  for i = 1, n do s = (s * 31 + i) % 1000003 end return s end\n"
+  "local function rec(d, n) if d == 0 then return spin(n) end\n"
+  "  return rec(d - 1, n) + 0 end\n"
+  "local n = id == 1 and 2e6 or 1e8\n"
+  "local expect\n"
+  "repeat local v = rec(6, n)\n"
+  "  if expect == nil then expect = v elseif v ~= expect then\n"
+  "    io.write('BAD ', id, ' ', v, '\\n') io.flush() end\n"
+  "until not tick()\n";
+
 static void *worker(void *arg)
 {
   Tick tk = { (int)(long)arg, 0, 0, 0 };
@@ -82,8 +100,11 @@ static void *worker(void *arg)
   lua_pushlightuserdata(L, &tk);
   lua_pushcclosure(L, host_tick, 1);
   lua_setglobal(L, "tick");
+  if (busy && tk.id == 1)
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE|LUAJIT_MODE_OFF);
   tk.t0 = tk.start = now();
-  if (luaL_loadbuffer(L, script, sizeof(script) - 1, "=host") != 0 ||
+  if ((busy ? luaL_loadbuffer(L, busy_script, sizeof(busy_script) - 1, "=host")
+	    : luaL_loadbuffer(L, script, sizeof(script) - 1, "=host")) != 0 ||
       (lua_pushinteger(L, tk.id), lua_pcall(L, 1, 0, 0)) != 0) {
     fprintf(stderr, "T%d: %s\n", tk.id, lua_tostring(L, -1));
     exit(1);
@@ -97,6 +118,7 @@ int main(int argc, char **argv)
   pthread_t th[2];
   long i;
   run_for = argc > 1 ? atof(argv[1]) : 0;
+  busy = argc > 2 && !strcmp(argv[2], "busy");
   setvbuf(stdout, NULL, _IOLBF, 0);
   puts("ready");
   for (i = 0; i < 2; i++) pthread_create(&th[i], NULL, worker, (void *)(i + 1));

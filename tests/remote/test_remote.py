@@ -34,6 +34,14 @@ usage: test_remote.py CASE
            an nginx master) follows its two prog.lua workers
   twopid1  two containers whose luajit is pid 1 in each: both named (perf
            inject, which would name their code alike, is left out)
+  busy     busy.lua's loops that reach no poll by themselves (interpreted,
+           one trace without exit, sunk allocation, coroutines, a count
+           hook): each switches on within 1 s (the kick), its profile has
+           the Lua recursion in full depth, and its output and exit status
+           are those of a run without ljperf
+  hostbusy tests/remote/host busy: two lua_States in two threads, one
+           interpreting and one in a trace, neither reaching a poll: both
+           switch on within 1 s with full stacks, results unchanged
 Prints the iterations/s before, during and after recording.
 """
 
@@ -632,10 +640,106 @@ def case_twopid1():
             s.stop(u)
 
 
+BUSY = (  # what, luajit options, busy.lua arguments
+    ("interpreted loop", ["-joff"], ["loop", "2"]),
+    ("trace loop", [], ["loop", "3"]),
+    ("sunk allocation", [], ["sunk", "3"]),
+    ("coroutines", [], ["coro", "3"]),
+    ("count hook", ["-joff"], ["hook", "2"]),
+)
+SWITCH_BOUND = 1.0  # seconds from the request to a busy process switched on
+
+
+def switched_after(r, pid):
+    m = re.search(r"pid %d: switched recording on after ([0-9.]+) s" % pid, r.stderr)
+    return float(m.group(1)) if m else None
+
+
+def lua_depth_share(fold, depth):
+    """Of the samples with a Lua frame of busy code: the share under DEPTH or
+    more rec frames (the recursion in full depth), and their weight."""
+    tot = good = 0
+    short = {}
+    for st, n in fold.items():
+        names = base_names(st)
+        if not any(f.startswith("/") or f in ("rec", "spin", "loop", "sunk", "coro",
+                                              "hooked") for f in names[1:]):
+            continue
+        tot += n
+        if names.count("rec") >= depth:
+            good += n
+        else:
+            short[st] = n
+    for st, n in sorted(short.items(), key=lambda kv: -kv[1])[:3]:
+        print("  not in full depth (%.1f%%): %s" % (100.0 * n / tot, st))
+    return (good / tot if tot else 0.0), tot
+
+
+def case_busy():
+    with t.Session() as s:
+        for i, (what, opts, args) in enumerate(BUSY):
+            argv = [t.built("bin", "luajit")] + opts + [os.path.join(HERE, "busy.lua")] + args
+            alone = subprocess.run(argv, env=s.env(), capture_output=True, text=True,
+                                   timeout=200)
+            t.check(alone.returncode == 0, "%s: runs alone (exit 0)" % what)
+            p = s.start(argv, env=s.env(), stdout=subprocess.PIPE)
+            rd = Reader(p)
+            t.check(rd.wait(lambda ln: ln == "ready") is not None, "%s: starts" % what)
+            time.sleep(0.5)
+            out = s.path("busy%d" % i)
+            r = record(s, [p.pid], out, ["--duration", "2"])
+            t.check(recorded(r), "%s: ljperf record -p writes the profile" % what)
+            took = switched_after(r, p.pid)
+            t.check(took is not None and took <= SWITCH_BOUND,
+                    "%s: switched on within %.1f s (after %s s)" % (what, SWITCH_BOUND, took))
+            t.check(p.wait(timeout=200) == 0, "%s: exit status 0 attached too" % what)
+            rd.wait(lambda ln: False, timeout=5)    # the last line read
+            t.check(rd.text() == alone.stdout.splitlines(),
+                    "%s: output as without ljperf: %s" % (what, rd.text()[-1:]))
+            share, tot = lua_depth_share(t.folded(out), 8)
+            t.check(tot >= 100 and share >= 0.95,
+                    "%s: the Lua recursion in full depth (%.1f%% of %d)"
+                    % (what, 100 * share, tot))
+            print("BUSY %s: switched on after %.2f s; %.1f%% of Lua samples under 8 rec"
+                  % (what, took, 100 * share))
+            t.ljptest.remove_tmp_files([p.pid])     # it ended after ljperf: its files
+
+
+def case_hostbusy():
+    with t.Session() as s:
+        p, rd = start_host(s, ["8", "busy"])
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        out = s.path("out")
+        r = record(s, [p.pid], out, ["--duration", "3", "--per-thread"])
+        t.check(recorded(r), "ljperf record -p writes the profile")
+        took = switched_after(r, p.pid)
+        t.check(took is not None and took <= SWITCH_BOUND,
+                "switched on within %.1f s (after %s s)" % (SWITCH_BOUND, took))
+        for i in (1, 2):
+            t.check(rd.wait(lambda ln: host_status(ln)[0] == i and host_status(ln)[1] == 0x0f,
+                            since=t0, timeout=3) is not None,
+                    "thread %d: status map|jitdump|frames|REMOTE while recorded" % i)
+        per = {}
+        for st, n in t.folded(out).items():
+            per.setdefault(st.split(";")[0], {})[st] = n
+        full = []
+        for root, f in sorted(per.items()):
+            share, tot = lua_depth_share(f, 6)
+            print("%s: %d samples of Lua code, %.1f%% under 6 rec" % (root, tot, 100 * share))
+            if tot >= 50 and share >= 0.9:
+                full.append(root)
+        t.check(len(full) == 2, "both lua_States (threads) have full Lua stacks: %s" % full)
+        t.check(p.wait(timeout=60) == 0, "the host ends normally")
+        t.check(not any(ln.startswith("BAD") for ln in rd.text()), "its results stay correct")
+        t.ljptest.remove_tmp_files([p.pid])
+
+
 CASES = {"pids": case_pids, "luajit": case_luajit, "host": case_host, "had": case_had,
          "kill": case_kill, "exit": case_exit, "twice": case_twice, "late": case_late,
          "never": case_never, "mixed": case_mixed, "container": case_container,
-         "nsworkers": case_nsworkers, "twopid1": case_twopid1}
+         "nsworkers": case_nsworkers, "twopid1": case_twopid1, "busy": case_busy,
+         "hostbusy": case_hostbusy}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

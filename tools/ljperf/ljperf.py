@@ -303,9 +303,15 @@ def note_not_yet(targets, sw):
     """Names the pids that have not switched on yet (called NOT_YET s in)."""
     for t in not_switched(targets, sw):
         if proc_alive(t.pid):
-            say("pid %d has not switched recording on yet: it does at its next GC step "
-                "or trace exit (running Lua code); its host frames are recorded "
-                "meanwhile" % t.pid)
+            say("pid %d has not switched recording on yet: it does when it runs Lua "
+                "code (it is in C code or idle now%s); its host frames are recorded "
+                "meanwhile" % (t.pid, kick_note(sw, t.pid)))
+
+
+def kick_note(sw, pid):
+    """Why busy Lua code of PID could not be made to switch, if so."""
+    why = sw.kick_error.get(pid)
+    return "; busy Lua code in it cannot be switched: %s" % why if why else ""
 
 
 def report_attached(targets, sw, never, seconds):
@@ -314,7 +320,8 @@ def report_attached(targets, sw, never, seconds):
     for t in targets:
         why = never.get(t.pid)
         if why is None and t.pid in late:
-            why = "it reached no safe point (GC step or trace exit) in %.1f s" % seconds
+            why = "it reached no safe point in %.1f s (it ran no Lua code%s)" \
+                  % (seconds, kick_note(sw, t.pid))
         if not proc_alive(t.pid):
             say("pid %d exited during the recording%s"
                 % (t.pid, "; it had not switched recording on (%s)" % why if why else ""))

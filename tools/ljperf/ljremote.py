@@ -9,6 +9,8 @@ in the process's file-backed writable mappings and write it through
 lua_State of the process polls it at its GC steps and trace exits and acts
 when `seq` changed: we do not wait for that (perf samples from the start),
 a thread watches the acks and says when each process has switched on. A
+process that has not switched all its Lua states on after KICK_AFTER while
+it uses CPU (a loop that reaches no poll) is kicked (ljkick.py). A
 request holds while its lease (`deadline`, CLOCK_MONOTONIC ns) has not
 lapsed: the same thread renews it every RENEW seconds; if we die, the
 process switches off by itself at its first safe point after it.
@@ -20,16 +22,27 @@ import struct
 import threading
 import time
 
+import ljkick
+
 MAGIC = b"\x7fLuaJIT-perfctl\0"
-VERSION = 1
-# magic, version, size, seq, want, deadline, target, owner, ack, nremote
-LAYOUT = struct.Struct("<16sIIIIqIIIi")
+VERSION = 2
+# emitter/lj_perf.h, LJPerfCtl
+FIELDS = (("magic", "16s"), ("version", "I"), ("size", "I"), ("seq", "I"), ("want", "I"),
+          ("deadline", "q"), ("target", "I"), ("owner", "I"), ("ack", "I"),
+          ("nremote", "i"), ("nstates", "I"), ("lock", "I"), ("states", "Q"),
+          ("kick", "Q"), ("inject", "Q"), ("o_next", "I"), ("o_disp", "I"),
+          ("nkick", "I"), ("o_mcarea", "I"), ("o_stubs", "I"), ("nstubgr", "I"),
+          ("stubsp", "I"), ("nstub", "I"), ("o_vmstate", "i"), ("unused", "I"))
+LAYOUT = struct.Struct("<" + "".join(f for _, f in FIELDS))
 OFS_SEQ, OFS_WANT, OFS_DEADLINE, OFS_TARGET = 24, 28, 32, 40
 PARTS_ALL = 0x07            # LUAJIT_PERF_MAP | JITDUMP | FRAMES
 LEASE = 3.0                 # seconds a request holds without renewal
 RENEW = 1.0                 # seconds between renewals
 ACK_POLL = 0.02             # seconds between looks at the acks
 SCAN_MAX = 256 << 20        # bytes of one mapping we scan at most
+KICK_AFTER = 0.1            # seconds after a request before the first kick
+KICK_EVERY = 0.1            # seconds between kicks of one process
+KICK_UNTIL = 5.0            # seconds after a request after which we stop kicking
 
 
 class RemoteError(Exception):
@@ -105,10 +118,7 @@ class Block:
             raw = m.read(LAYOUT.size)
         if len(raw) != LAYOUT.size:         # a zombie: no memory left
             raise OSError(errno.ESRCH, "pid %d has exited" % self.pid)
-        f = LAYOUT.unpack(raw)
-        keys = ("magic", "version", "size", "seq", "want", "deadline", "target",
-                "owner", "ack", "nremote")
-        return dict(zip(keys, f))
+        return dict(zip((k for k, _ in FIELDS), LAYOUT.unpack(raw)))
 
     def write(self, ofs, fmt, *vals):
         with open("/proc/%d/mem" % self.pid, "r+b", buffering=0) as m:
@@ -127,6 +137,11 @@ class RemoteSwitch:
         self.asked = []             # (Block, seq we wrote)
         self.switched = {}          # pid -> seconds from request to ack
         self.gone = set()           # pids whose memory we can no longer read
+        self.complete = {}          # pid -> seconds until every Lua state had
+        self.kicks = {}             # pid -> kicks done
+        self.kick_error = {}        # pid -> why it cannot be kicked
+        self._cpu = {}              # pid -> CPU ticks at the last look
+        self._kicked = {}           # pid -> time of the last kick
         self._t0 = None
         self._stop = threading.Event()
         self._thread = None
@@ -158,47 +173,85 @@ class RemoteSwitch:
         with self.lock:
             return sorted({b.pid for b, _ in self.asked} - set(self.switched))
 
-    def wait_on(self, timeout):
-        """Waits up to TIMEOUT seconds for every asked pid to switch on;
-        returns the ones that did not."""
+    def wait_on(self, timeout, every_state=False):
+        """Waits up to TIMEOUT seconds for every asked pid to switch on (a
+        Lua state of it, or with EVERY_STATE all of them); returns the ones
+        that did not."""
         end = time.monotonic() + timeout
         with self.lock:
-            while time.monotonic() < end and self._waiting():
+            while time.monotonic() < end and self._waiting(every_state):
                 self.lock.wait(end - time.monotonic())
+        if every_state:
+            return sorted({b.pid for b, _ in self.asked} - set(self.complete))
         return self.pending()
 
-    def _waiting(self):
-        return any(b.pid not in self.switched and b.pid not in self.gone
-                   for b, _ in self.asked)
+    def _waiting(self, every_state=False):
+        done = self.complete if every_state else self.switched
+        return any(b.pid not in done and b.pid not in self.gone for b, _ in self.asked)
 
     def _run(self):
         renew = time.monotonic() + RENEW
+        for b, _ in self.asked:
+            self._cpu[b.pid] = cpu_ticks(b.pid)
         while True:
             wait = renew - time.monotonic()
             with self.lock:
-                if self._waiting():
+                if self._waiting() or self._to_kick():
                     wait = min(wait, ACK_POLL)
             if self._stop.wait(max(wait, 0.0)):
                 return
             self._check_acks()
+            self._kick()
             if time.monotonic() >= renew:
                 self._renew()
                 renew = time.monotonic() + RENEW
+
+    def _to_kick(self):
+        """Asked blocks whose states are not all switched on yet, while we
+        may still kick them."""
+        if time.monotonic() - self._t0 >= KICK_UNTIL:
+            return []
+        return [b for b, _ in self.asked if b.pid not in self.complete and
+                b.pid not in self.gone and b.pid not in self.kick_error]
+
+    def _kick(self):
+        t = time.monotonic()
+        if t - self._t0 < KICK_AFTER:
+            return
+        for b in self._to_kick():
+            if t - self._kicked.get(b.pid, 0.0) < KICK_EVERY:
+                continue
+            cpu = cpu_ticks(b.pid)
+            if cpu == self._cpu.get(b.pid):
+                continue                    # runs no code: nothing to kick
+            self._cpu[b.pid] = cpu
+            self._kicked[b.pid] = t
+            try:
+                ljkick.kick(b.pid, b.read)
+                self.kicks[b.pid] = self.kicks.get(b.pid, 0) + 1
+            except ljkick.KickError as e:
+                self.kick_error[b.pid] = str(e)
+            except ljkick.KickRetry:
+                pass
+            except OSError:
+                pass                        # exited: the acks say so
 
     def _check_acks(self):
         new = []
         with self.lock:
             for b, seq in self.asked:
-                if b.pid in self.switched or b.pid in self.gone:
+                if (b.pid in self.complete) or b.pid in self.gone:
                     continue
                 try:
                     c = b.read()
                 except OSError:
                     self.gone.add(b.pid)            # exited
                     continue
-                if c["ack"] == seq and c["nremote"] > 0:
+                if c["ack"] == seq and c["nremote"] > 0 and b.pid not in self.switched:
                     self.switched[b.pid] = time.monotonic() - self._t0
                     new.append(b.pid)
+                if c["ack"] == seq and c["nremote"] >= c["nstates"]:
+                    self.complete[b.pid] = time.monotonic() - self._t0
             self.lock.notify_all()
         for pid in new:
             if self.on_switch is not None:
@@ -229,6 +282,16 @@ class RemoteSwitch:
                 except OSError:
                     pass                    # the process is gone
             self.asked = []
+
+
+def cpu_ticks(pid):
+    """User and system CPU ticks PID used so far (None: gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def lease_end():

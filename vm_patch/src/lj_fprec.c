@@ -58,7 +58,7 @@
 typedef void (LJ_FASTCALL *FPDispUpd1)(global_State *g);
 typedef void (LJ_FASTCALL *FPDispUpd2)(global_State *g, int nolock);
 
-static void fprec_dispatch_update(global_State *g)
+void lj_fprec_update(global_State *g)
 {
   void (*f)(void) = (void (*)(void))lj_dispatch_update;
   if (__builtin_types_compatible_p(__typeof__(&lj_dispatch_update), FPDispUpd2))
@@ -374,6 +374,12 @@ void lj_fprec_fixrbp(lua_State *L)
   }
 }
 
+/* L's top frame record, or NULL (recording off, or no record). */
+void *lj_fprec_top(lua_State *L)
+{
+  return G(L)->fprec_on ? fprec_link(L, NULL, NULL, FP_TOP, NULL) : NULL;
+}
+
 /* Is P inside one of G's record areas? */
 static int fprec_inareas(global_State *g, void *p)
 {
@@ -509,7 +515,7 @@ int lj_fprec_start(lua_State *L)
   ** exit. */
   setmref(g->fprec_vbase, L->base);
   g->fprec_on = 1;
-  fprec_dispatch_update(g);
+  lj_fprec_update(g);
   return 1;
 }
 
@@ -518,7 +524,7 @@ void lj_fprec_stop(lua_State *L)
   global_State *g = G(L);
   if (g->fprec_on) {
     g->fprec_on = 0;
-    fprec_dispatch_update(g);
+    lj_fprec_update(g);
     fprec_unlink(L);
   }
 }

@@ -30,6 +30,7 @@
 #include "lj_fprec.h"
 #include "lj_frame.h"
 #include "lj_state.h"
+#include "lj_gc.h"
 #include "lj_dispatch.h"
 #include "lj_vm.h"
 #if LJ_HASFFI
@@ -405,7 +406,7 @@ static void fprec_unlink(lua_State *L)
   if (slot && fprec_inareas(g, *slot))
     *slot = fprec_cfrec(L->cframe);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TTHREAD) {
+    if (o->gch.gct == ~LJ_TTHREAD && !isdead(g, o)) {
       void *cf;
       for (cf = gco2th(o)->cframe; cf; cf = cframe_prev(cframe_raw(cf))) {
 	slot = fprec_vmslot(cf);
@@ -496,17 +497,17 @@ int lj_fprec_start(lua_State *L)
   GCobj *o;
   if (g->fprec_on) return 1;
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TTHREAD) {
+    if (o->gch.gct == ~LJ_TTHREAD && !isdead(g, o)) {  /* Dead: never runs. */
       if (!fprec_attach(g, gco2th(o))) return 0;
       th.n++;
     }
   th.v = (lua_State **)malloc(th.n * sizeof(lua_State *));
   th.n = 0;
   for (o = gcref(g->gc.root); th.v && o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TTHREAD)
+    if (o->gch.gct == ~LJ_TTHREAD && !isdead(g, o))
       th.v[th.n++] = gco2th(o);
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TTHREAD)
+    if (o->gch.gct == ~LJ_TTHREAD && !isdead(g, o))
       fprec_link(gco2th(o), NULL, NULL, FP_WRITE, th.v ? &th : NULL);
   free(th.v);
   /* Traces track their lowest base only while recording. Started by the

@@ -965,6 +965,105 @@ static void perf_heapnames(global_State *g, LJPSet *haveparent)
   perf_hnfree(&protos);
 }
 
+/* -- Names from the source ------------------------------------------------ */
+
+/* A prototype whose defining chunk is gone gets the name that chunk gave it
+** when it was loaded, if the chunk is a file that still holds the same
+** code: the file is loaded again into a scratch lua_State (nothing of it
+** runs) and its functions are named as at load time (perf_children). A
+** prototype matches one of the reloaded ones by where it is (first line,
+** lines) and what it is (parameters, every opcode). Only at a run-time
+** start; a file that changed or went gives no name (the heap may).
+*/
+static __thread int perf_scratch;	/* lj_perf_init: a scratch state. */
+
+static int perf_sameproto(GCproto *a, GCproto *b)
+{
+  MSize i;
+  if (a->firstline != b->firstline || a->numline != b->numline ||
+      a->sizebc != b->sizebc || a->numparams != b->numparams)
+    return 0;
+  for (i = 0; i < a->sizebc; i++)
+    if (bc_op(proto_bc(a)[i]) != bc_op(proto_bc(b)[i])) return 0;
+  return 1;
+}
+
+/* Names each of ORPH[0..N) (cleared when named) that matches a function of
+** PT (reloaded) by the name PT's bytecode gives it.
+*/
+static void perf_srcwalk(GCproto *pt, GCproto **orph, size_t n)
+{
+  BCPos pc;
+  if (!(pt->flags & PROTO_CHILD)) return;
+  for (pc = 0; pc < pt->sizebc; pc++) {
+    BCIns ins = proto_bc(pt)[pc];
+    if (bc_op(ins) == BC_FNEW) {
+      GCproto *child = gco2pt(proto_kgc(pt, ~(ptrdiff_t)bc_d(ins)));
+      char buf[PERF_NAMESZ];
+      PerfBuf b = { buf, 0, sizeof(buf) };
+      size_t i;
+      buf[0] = '\0';
+      if (pb_fnewname(&b, pt, pc, child) && buf[0])
+	for (i = 0; i < n; i++)
+	  if (orph[i] && perf_sameproto(orph[i], child)) {
+	    perf_names_put(orph[i], buf);
+	    orph[i] = NULL;
+	  }
+      perf_srcwalk(child, orph, n);
+    }
+  }
+}
+
+static void perf_srcload(const char *path, GCproto **orph, size_t n)
+{
+  lua_State *S;
+  perf_scratch = 1;
+  S = luaL_newstate();
+  perf_scratch = 0;
+  if (!S) return;
+  if (luaL_loadfile(S, path) == 0 && tvisfunc(S->top - 1) &&
+      isluafunc(funcV(S->top - 1)))
+    perf_srcwalk(funcproto(funcV(S->top - 1)), orph, n);
+  lua_close(S);
+}
+
+/* Names the prototypes of G without parent and without name whose chunk
+** is a file (@PATH), one reload per file.
+*/
+static void perf_srcnames(global_State *g, LJPSet *haveparent)
+{
+  GCproto **v = NULL;
+  size_t n = 0, cap = 0, i, j;
+  GCobj *o;
+  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
+    if (o->gch.gct == ~LJ_TPROTO && perf_live(g, o) &&
+	gco2pt(o)->firstline > 0 && strdata(proto_chunkname(gco2pt(o)))[0] == '@' &&
+	!ljp_set_find(haveparent, ljp_hash_ptr(o), perf_ptreq, o)) {
+      char old[PERF_NAMESZ];
+      perf_names_get(gco2pt(o), old, sizeof(old));
+      if (old[0]) continue;
+      if (n == cap) {
+	GCproto **nv = (GCproto **)realloc(v, (cap = cap ? 2*cap : 64) *
+						sizeof(GCproto *));
+	if (!nv) break;
+	v = nv;
+      }
+      v[n++] = gco2pt(o);
+    }
+  for (i = 0; i < n; i++) {  /* Those of one chunk to the front, reloaded. */
+    GCstr *chunk = proto_chunkname(v[i]);
+    size_t m = 0;
+    for (j = i; j < n; j++)
+      if (proto_chunkname(v[j]) == chunk) {
+	GCproto *t = v[i+m]; v[i+m] = v[j]; v[j] = t;
+	m++;
+      }
+    perf_srcload(strdata(chunk) + 1, v + i, m);
+    i += m - 1;
+  }
+  free(v);
+}
+
 /* Describes every live prototype and trace of G (start, fork) in one
 ** batch. Prototypes with a parent are described (and named) from it; one
 ** whose parent is gone (a module's main chunk runs once and is collected)
@@ -995,6 +1094,7 @@ static size_t perf_all(global_State *g)
     ljp_set_free(&haveparent);
     ljp_emit_drop(LJP_DROP_PARENT);
   } else {
+    perf_srcnames(g, &haveparent);
     perf_heapnames(g, &haveparent);
   }
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
@@ -1148,6 +1248,10 @@ void lj_perf_init(lua_State *L)
   char bad[48];
   const char *env = getenv("LUAJIT_PERF");
   const char *remote = getenv("LUAJIT_PERF_REMOTE");
+  if (perf_scratch) {  /* perf_srcload's state: nothing of perf, and its */
+    G(L)->perfremote = PERF_REMOTE_REFUSE;  /* GC steps must not switch. */
+    return;
+  }
   if (remote && !strcmp(remote, "0"))
     G(L)->perfremote = PERF_REMOTE_REFUSE;
   else

@@ -59,12 +59,13 @@ Tests (ctest perf_e2e.TEST):
                       code loaded before it, restart appends (no CODE_CLOSE in
                       between: perf inject stops reading at one).
   names.late          progs/late_names.lua: jit.perf.start() after the main
-                      chunk of a required module (late_mod.lua) was
-                      collected names the module's functions (local
-                      function, local f = function, M.f, M:m, t.k =
-                      function, Class.new, Class:get, a global) as
-                      LUAJIT_PERF=1 from the start does; its anonymous
-                      closure stays anonymous. No perf.
+                      chunks of required modules (late_mod.lua,
+                      late_mod2.lua) were collected names the modules'
+                      functions (local function, local f = function, M.f,
+                      M:m, t.k = function, Class.new, Class:get, a global;
+                      a module whose functions never capture its table, a
+                      constructor's field) as LUAJIT_PERF=1 from the start
+                      does; an anonymous closure stays anonymous. No perf.
   lua_api.require     require("jit.perf") with the host's own package.loaders
                       (as Tarantool 3 installs), with none, and with a
                       searcher that has a jit.perf of its own (which wins);
@@ -812,17 +813,19 @@ def test_lua_api(mode):
 
 
 def late_names(arg):
-    """{definition line: label} of late_mod.lua's functions, as the
-    jitdump of `late_names.lua ARG` describes them."""
+    """{(module file, definition line): label} of late_mod.lua's and
+    late_mod2.lua's functions, as the jitdump of `late_names.lua ARG`
+    describes them."""
     with Session() as s:
         r = s.run([LUAJIT, "late_names.lua"] + arg, perf=False,
                   env={"LUAJIT_PERF": "" if arg else "1"})
         check(r.stderr == "", "stderr: %r" % r.stderr)
         out = {}
         for l in loads_of(s.dump_path(s.only_pid())):
-            m = not l.name.startswith("TRACE_") and re.match(r"(?:(.*)@)?late_mod\.lua:(\d+)$", l.name)
-            if m and int(m.group(2)) > 0:      # not the main chunk (gone, late)
-                out[int(m.group(2))] = l.name
+            m = not l.name.startswith("TRACE_") and \
+                re.match(r"(?:(.*)@)?(late_mod2?)\.lua:(\d+)$", l.name)
+            if m and int(m.group(3)) > 0:      # not the main chunk (gone, late)
+                out[(m.group(2), int(m.group(3)))] = l.name
         return out, r.stdout
 
 
@@ -832,7 +835,7 @@ def test_names_late():
     check(out1 == out2, "results differ: %r %r" % (out1, out2))
     named = sorted(n.split("@")[0] for n in start.values() if "@" in n)
     want = ["Class.new", "Class:get", "M.assigned", "M.field", "M.make_counter", "M.work",
-            "M:method", "fib", "late_global", "square"]
+            "M:method", "P.run", "add", "fib", "late_global", "square"]
     check(named == want, "LUAJIT_PERF=1 from the start names %s, want %s" % (named, want))
     diff = {k: (start.get(k), late.get(k)) for k in set(start) | set(late) if start.get(k) != late.get(k)}
     check(not diff, "started late, the names differ from those given at load (line: (load, late)): %s"

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1017,6 +1018,9 @@ static void perf_srcwalk(GCproto *pt, GCproto **orph, size_t n)
 static void perf_srcload(const char *path, GCproto **orph, size_t n)
 {
   lua_State *S;
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return;  /* Not a FIFO or a device: reading it could wait, or take. */
   perf_scratch = 1;
   S = luaL_newstate();
   perf_scratch = 0;

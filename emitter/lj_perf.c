@@ -978,6 +978,25 @@ static void perf_heapnames(global_State *g, LJPSet *haveparent)
 */
 static __thread int perf_scratch;	/* lj_perf_init: a scratch state. */
 
+/* An opcode as loaded: the VM rewrites some in place as it runs (hot
+** loops and functions get their J or I variant, a pairs loop that is not
+** over next() is despecialised).
+*/
+static BCOp perf_loadedop(BCOp op)
+{
+  switch (op) {
+  case BC_JFORI: return BC_FORI;
+  case BC_IFORL: case BC_JFORL: return BC_FORL;
+  case BC_IITERL: case BC_JITERL: return BC_ITERL;
+  case BC_ILOOP: case BC_JLOOP: return BC_LOOP;
+  case BC_IFUNCF: case BC_JFUNCF: return BC_FUNCF;
+  case BC_IFUNCV: case BC_JFUNCV: return BC_FUNCV;
+  case BC_ITERC: return BC_ITERN;
+  case BC_JMP: return BC_ISNEXT;
+  default: return op;
+  }
+}
+
 static int perf_sameproto(GCproto *a, GCproto *b)
 {
   MSize i;
@@ -985,7 +1004,9 @@ static int perf_sameproto(GCproto *a, GCproto *b)
       a->sizebc != b->sizebc || a->numparams != b->numparams)
     return 0;
   for (i = 0; i < a->sizebc; i++)
-    if (bc_op(proto_bc(a)[i]) != bc_op(proto_bc(b)[i])) return 0;
+    if (perf_loadedop(bc_op(proto_bc(a)[i])) !=
+	perf_loadedop(bc_op(proto_bc(b)[i])))
+      return 0;
   return 1;
 }
 

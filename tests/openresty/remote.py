@@ -17,7 +17,8 @@ start -> nremote > 0). Checked on the recording, with e2e.py's checks:
 roots (>= 99% of the worker samples whose leaf is outside frameless system
 libraries reach main or ngx_worker_process_cycle) and the folded stacks
 (content, access, log, timer, sleep, PCRE, cjson: app.lua's Lua frames
-under nginx's phase handlers); plus app frames under
+under nginx's phase handlers); app.lua's functions named as a start with
+LUAJIT_PERF names them (M.api_content, render); plus app frames under
 ngx_http_core_content_phase -> ngx_http_lua_content_handler (whose tail
 calls leave ngx_http_lua_content_by_chunk as its frame). After ljperf ends, under 1 s
 bursts of wrk (a worker switches at its next GC step or trace exit, so it
@@ -147,6 +148,35 @@ def app_under_content_handler(folded):
     return good, tot, sorted(seen)
 
 
+def load_names():
+    """{definition line: NAME} of app.lua's functions as a load names them
+    (`function M.f(` -> M.f, `local function f(` -> f)."""
+    out = {}
+    with open(e2e.APP) as f:
+        for i, line in enumerate(f, 1):
+            m = re.match(r"(?:local )?function ((?:M\.)?\w+)\(", line)
+            if m:
+                out[i] = m.group(1)
+    return out
+
+
+def check_names(folded):
+    """Every app.lua frame of a named function carries the name a start
+    with LUAJIT_PERF gives it (the module's main chunk is long collected
+    when ljperf switches the worker on)."""
+    want = load_names()
+    good, bad = set(), set()
+    for frames, _ in folded:
+        for fr in frames:
+            m = e2e.FRAME_RE.match(fr)
+            if m and int(m.group(1)) in want:
+                (good if fr.startswith(want[int(m.group(1))] + "@") else bad).add(fr)
+    return ljptest.report(
+        bool(good) and not bad,
+        "app.lua's functions named as at load: %s; otherwise named: %s"
+        % (", ".join(sorted({f.split("@")[0] for f in good})), sorted(bad)))
+
+
 def record(opts, ngx, workers, how, tmp):
     """One ljperf recording under load; returns (ok, requests/s during)."""
     print("== ljperf record %s" % how)
@@ -197,6 +227,7 @@ def record(opts, ngx, workers, how, tmp):
     folded = e2e.load_folded(os.path.join(out, "profile.folded"))
     unit = min((w for _, w in folded), default=1)
     ok = e2e.check_folded(folded, unit) and ok
+    ok = check_names(folded) and ok
     good, tot, seen = app_under_content_handler(folded)
     ok = ljptest.report(
         good >= e2e.MIN_SAMPLES * unit,

@@ -835,7 +835,7 @@ def test_names_late():
     check(out1 == out2, "results differ: %r %r" % (out1, out2))
     named = sorted(n.split("@")[0] for n in start.values() if "@" in n)
     want = ["Class.new", "Class:get", "M.assigned", "M.field", "M.make_counter", "M.work",
-            "M:method", "P.run", "add", "fib", "late_global", "square"]
+            "M:method", "P.run", "P.sum", "add", "fib", "late_global", "square"]
     check(named == want, "LUAJIT_PERF=1 from the start names %s, want %s" % (named, want))
     diff = {k: (start.get(k), late.get(k)) for k in set(start) | set(late) if start.get(k) != late.get(k)}
     check(not diff, "started late, the names differ from those given at load (line: (load, late)): %s"

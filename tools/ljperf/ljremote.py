@@ -26,7 +26,8 @@ import ljkick
 
 MAGIC = b"\x7fLuaJIT-perfctl\0"
 VERSION = 2
-# emitter/lj_perf.h, LJPerfCtl
+# emitter/lj_perf.h, LJPerfCtl. Version 1 (VMs before the kick) is the
+# first 10 fields: it is switched the same way, but never kicked.
 FIELDS = (("magic", "16s"), ("version", "I"), ("size", "I"), ("seq", "I"), ("want", "I"),
           ("deadline", "q"), ("target", "I"), ("owner", "I"), ("ack", "I"),
           ("nremote", "i"), ("nstates", "I"), ("lock", "I"), ("states", "Q"),
@@ -34,6 +35,8 @@ FIELDS = (("magic", "16s"), ("version", "I"), ("size", "I"), ("seq", "I"), ("wan
           ("nkick", "I"), ("o_mcarea", "I"), ("o_stubs", "I"), ("nstubgr", "I"),
           ("stubsp", "I"), ("nstub", "I"), ("o_vmstate", "i"), ("unused", "I"))
 LAYOUT = struct.Struct("<" + "".join(f for _, f in FIELDS))
+LAYOUT_V1 = struct.Struct("<" + "".join(f for _, f in FIELDS[:10]))
+LAYOUTS = {1: LAYOUT_V1, VERSION: LAYOUT}
 OFS_SEQ, OFS_WANT, OFS_DEADLINE, OFS_TARGET = 24, 28, 32, 40
 PARTS_ALL = 0x07            # LUAJIT_PERF_MAP | JITDUMP | FRAMES
 LEASE = 3.0                 # seconds a request holds without renewal
@@ -100,9 +103,9 @@ def find_blocks(pid):
                 continue
             at = data.find(MAGIC)
             while at >= 0:
-                if at % 8 == 0 and at + LAYOUT.size <= len(data):
-                    f = LAYOUT.unpack_from(data, at)
-                    if f[1] == VERSION and f[2] == LAYOUT.size:
+                if at % 8 == 0 and at + LAYOUT_V1.size <= len(data):
+                    version, size = struct.unpack_from("<II", data, at + 16)
+                    if size == getattr(LAYOUTS.get(version), "size", None):
                         found.append(lo + at)
                 at = data.find(MAGIC, at + 1)
     return found
@@ -113,12 +116,17 @@ class Block:
         self.pid, self.addr = pid, addr
 
     def read(self):
+        """The block's fields (those a version 1 block lacks: 0)."""
         with open("/proc/%d/mem" % self.pid, "rb", buffering=0) as m:
             m.seek(self.addr)
             raw = m.read(LAYOUT.size)
-        if len(raw) != LAYOUT.size:         # a zombie: no memory left
+        if len(raw) < LAYOUT_V1.size:       # a zombie: no memory left
             raise OSError(errno.ESRCH, "pid %d has exited" % self.pid)
-        return dict(zip((k for k, _ in FIELDS), LAYOUT.unpack(raw)))
+        version = struct.unpack_from("<I", raw, 16)[0]
+        layout = LAYOUT if version == VERSION and len(raw) == LAYOUT.size else LAYOUT_V1
+        c = dict.fromkeys((k for k, _ in FIELDS), 0)
+        c.update(zip((k for k, _ in FIELDS), layout.unpack_from(raw)))
+        return c
 
     def write(self, ofs, fmt, *vals):
         with open("/proc/%d/mem" % self.pid, "r+b", buffering=0) as m:
@@ -227,14 +235,17 @@ class RemoteSwitch:
             self._cpu[b.pid] = cpu
             self._kicked[b.pid] = t
             try:
+                if b.read()["version"] < VERSION:
+                    self.kick_error[b.pid] = "its LuaJIT predates the kick"
+                    continue
                 ljkick.kick(b.pid, b.read)
                 self.kicks[b.pid] = self.kicks.get(b.pid, 0) + 1
             except ljkick.KickError as e:
                 self.kick_error[b.pid] = str(e)
-            except ljkick.KickRetry:
-                pass
-            except OSError:
-                pass                        # exited: the acks say so
+            except (ljkick.KickRetry, OSError):
+                pass                        # not now, or exited: the acks say so
+            except Exception as e:          # never the lease's thread: say it
+                self.kick_error[b.pid] = "internal error: %r" % (e,)
 
     def _check_acks(self):
         new = []

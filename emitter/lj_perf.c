@@ -515,8 +515,12 @@ static void perf_proto(GCproto *pt, const char *name, PerfChunk *chunk)
   PERF_LINES_FREE(pl);
 }
 
-/* Describes the children of PT, named after what PT does with them. */
-static void perf_children(GCproto *pt, PerfChunk *chunk)
+/* Calls VISIT(child, name, UD) for every prototype below PT, parents
+** first, NAME what its parent does with the closure ("" if anonymous).
+*/
+typedef void (*PerfVisit)(GCproto *child, const char *name, void *ud);
+
+static void perf_walk(GCproto *pt, PerfVisit visit, void *ud)
 {
   BCPos pc;
   if (!(pt->flags & PROTO_CHILD)) return;
@@ -528,10 +532,21 @@ static void perf_children(GCproto *pt, PerfChunk *chunk)
       PerfBuf b = { buf, 0, sizeof(buf) };
       buf[0] = '\0';
       if (!pb_fnewname(&b, pt, pc, child)) buf[0] = '\0';
-      perf_proto(child, buf, chunk);
-      perf_children(child, chunk);
+      visit(child, buf, ud);
+      perf_walk(child, visit, ud);
     }
   }
+}
+
+static void perf_childvisit(GCproto *child, const char *name, void *chunk)
+{
+  perf_proto(child, name, (PerfChunk *)chunk);
+}
+
+/* Describes the children of PT, named after what PT does with them. */
+static void perf_children(GCproto *pt, PerfChunk *chunk)
+{
+  perf_walk(pt, perf_childvisit, chunk);
 }
 
 #if LJ_HASJIT  /* -- Traces (none without the JIT) -- */
@@ -1010,30 +1025,22 @@ static int perf_sameproto(GCproto *a, GCproto *b)
   return 1;
 }
 
-/* Names each of ORPH[0..N) (cleared when named) that matches a function of
-** PT (reloaded) by the name PT's bytecode gives it.
+/* The prototypes still to name, matched against a reloaded chunk. */
+typedef struct PerfOrphans { GCproto **v; size_t n; } PerfOrphans;
+
+/* Names each orphan (cleared when named) that matches CHILD, a function of
+** the reloaded chunk, by the name its parent gives it.
 */
-static void perf_srcwalk(GCproto *pt, GCproto **orph, size_t n)
+static void perf_srcvisit(GCproto *child, const char *name, void *ud)
 {
-  BCPos pc;
-  if (!(pt->flags & PROTO_CHILD)) return;
-  for (pc = 0; pc < pt->sizebc; pc++) {
-    BCIns ins = proto_bc(pt)[pc];
-    if (bc_op(ins) == BC_FNEW) {
-      GCproto *child = gco2pt(proto_kgc(pt, ~(ptrdiff_t)bc_d(ins)));
-      char buf[PERF_NAMESZ];
-      PerfBuf b = { buf, 0, sizeof(buf) };
-      size_t i;
-      buf[0] = '\0';
-      if (pb_fnewname(&b, pt, pc, child) && buf[0])
-	for (i = 0; i < n; i++)
-	  if (orph[i] && perf_sameproto(orph[i], child)) {
-	    perf_names_put(orph[i], buf);
-	    orph[i] = NULL;
-	  }
-      perf_srcwalk(child, orph, n);
+  PerfOrphans *o = (PerfOrphans *)ud;
+  size_t i;
+  if (!name[0]) return;
+  for (i = 0; i < o->n; i++)
+    if (o->v[i] && perf_sameproto(o->v[i], child)) {
+      perf_names_put(o->v[i], name);
+      o->v[i] = NULL;
     }
-  }
 }
 
 static void perf_srcload(const char *path, GCproto **orph, size_t n)
@@ -1047,8 +1054,10 @@ static void perf_srcload(const char *path, GCproto **orph, size_t n)
   perf_scratch = 0;
   if (!S) return;
   if (luaL_loadfile(S, path) == 0 && tvisfunc(S->top - 1) &&
-      isluafunc(funcV(S->top - 1)))
-    perf_srcwalk(funcproto(funcV(S->top - 1)), orph, n);
+      isluafunc(funcV(S->top - 1))) {
+    PerfOrphans o = { orph, n };
+    perf_walk(funcproto(funcV(S->top - 1)), perf_srcvisit, &o);
+  }
   lua_close(S);
 }
 

@@ -17,12 +17,13 @@ code is re-read when it changes. Printed per program: the control's count and th
 patched/control ratio for each setting; per mode: geometric mean and worst.
 Both VMs must print the same checksum, else the program is FAILED (exit 1).
 
-  icount.py                                 # all programs, jit and joff
-  icount.py --only fib,calls --modes joff
-  icount.py --settings off,frames           # LUAJIT_PERF unset / =frames
-  icount.py --scale 0.2                     # bigger runs (default 0.05)
-  icount.py --modes jit --layouts 7         # JIT: median over 7 heap layouts
-  icount.py --seed-shim none                # LuaJIT seeds at random (noisy JIT)
+  python3 -m bench.icount                   # all programs, jit and joff
+  python3 -m bench.icount --only fib,calls --modes joff
+  python3 -m bench.icount --settings off,frames   # LUAJIT_PERF unset / =frames
+  python3 -m bench.icount --scale 0.2       # bigger runs (default 0.05)
+  python3 -m bench.icount --modes jit --layouts 7  # JIT: median over 7 heap layouts
+  python3 -m bench.icount --seed-shim none  # LuaJIT seeds at random (noisy JIT)
+(from the source root: it imports bench.run and bench.layout)
 
 Settings: off (LUAJIT_PERF unset), or any LUAJIT_PERF value (frames, map,
 jitdump, 1). Counts include the VM's start-up (~1M instructions): sizes
@@ -40,9 +41,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import run as wallclock  # noqa: E402  (program sizes and checksum format)
-import layout  # noqa: E402  (the layout-shifting wrapper)
+from bench import run as wallclock  # program sizes and checksum format
+from bench import layout  # the layout-shifting wrapper
 
 IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
@@ -114,7 +114,7 @@ def env_for(setting, base_env):
     return env
 
 
-def main():
+def make_parser():
     ap = argparse.ArgumentParser(description="Instruction counts, patched vs control LuaJIT.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
@@ -133,7 +133,12 @@ def main():
     ap.add_argument("--seed-shim", default=None,
                     help="LD_PRELOAD library fixing LuaJIT's random seed (default "
                          "BIN_DIR/../tests/inline/detseed.so; none: no shim)")
-    opts = ap.parse_args()
+    return ap
+
+
+def check(opts):
+    """(seed shim, patched VM, control VM, programs, modes, settings) from
+    OPTS; exits on what is missing or unknown."""
     if opts.layouts < 1:
         sys.exit("icount.py: --layouts must be >= 1")
     shim = opts.seed_shim or os.path.join(opts.bin_dir, "..", "tests", "inline", "detseed.so")
@@ -165,6 +170,42 @@ def main():
     settings = [s for s in opts.settings.split(",") if s]
     if not settings:
         sys.exit("icount.py: no settings")
+    return shim, patched, base, progs, modes, settings
+
+
+def count_program(opts, vms, prog, mode, settings, base_env, tmp, ratios):
+    """One table row: PROG in MODE on the control VM, then on the patched
+    VM per setting (ratios into RATIOS). Returns the number of failures."""
+    patched, base = vms
+    size = scaled(prog, wallclock.SIZES[prog][0 if mode == "jit" else 1], opts.scale)
+    n0, sum0, err = counts(base, mode, prog, size, base_env, tmp, opts.layouts)
+    if err:
+        print("%-14s %-4s FAILED (base): %s" % (prog, mode, err))
+        return 1
+    failed = 0
+    cells = []
+    for s in settings:
+        n, sm, err = counts(patched, mode, prog, size, env_for(s, base_env), tmp,
+                            opts.layouts)
+        if err or sm != sum0:
+            print("%-14s %-4s FAILED (%s): %s" % (prog, mode, s,
+                  err or "checksum %s, base %s" % (sm, sum0)))
+            failed += 1
+            cells.append("%9s" % "-")
+            continue
+        ratios[(mode, s)].append(n / n0)
+        cells.append("%9.4f" % (n / n0))
+        for f in os.listdir(tmp):   # drop jitdumps and maps now
+            if f.startswith("jit-"):
+                os.unlink(os.path.join(tmp, f))
+    print("%-14s %-4s %14d  %s" % (prog, mode, n0, "  ".join(cells)))
+    sys.stdout.flush()
+    return failed
+
+
+def main():
+    opts = make_parser().parse_args()
+    shim, patched, base, progs, modes, settings = check(opts)
 
     base_env = dict(os.environ)
     for k in ("LUA_PATH", "LUA_CPATH", "LUA_INIT", "LUAJIT_PERF"):
@@ -182,30 +223,8 @@ def main():
                                        "  ".join("%9s" % s for s in settings)))
         for mode in modes:
             for prog in progs:
-                size = scaled(prog, wallclock.SIZES[prog][0 if mode == "jit" else 1],
-                              opts.scale)
-                n0, sum0, err = counts(base, mode, prog, size, base_env, tmp, opts.layouts)
-                if err:
-                    print("%-14s %-4s FAILED (base): %s" % (prog, mode, err))
-                    failed += 1
-                    continue
-                cells = []
-                for s in settings:
-                    n, sm, err = counts(patched, mode, prog, size, env_for(s, base_env), tmp,
-                                        opts.layouts)
-                    if err or sm != sum0:
-                        print("%-14s %-4s FAILED (%s): %s" % (prog, mode, s,
-                              err or "checksum %s, base %s" % (sm, sum0)))
-                        failed += 1
-                        cells.append("%9s" % "-")
-                        continue
-                    ratios[(mode, s)].append(n / n0)
-                    cells.append("%9.4f" % (n / n0))
-                    for f in os.listdir(tmp):   # drop jitdumps and maps now
-                        if f.startswith("jit-"):
-                            os.unlink(os.path.join(tmp, f))
-                print("%-14s %-4s %14d  %s" % (prog, mode, n0, "  ".join(cells)))
-                sys.stdout.flush()
+                failed += count_program(opts, (patched, base), prog, mode, settings,
+                                        base_env, tmp, ratios)
         print()
         for mode in modes:
             for s in settings:
@@ -218,7 +237,6 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """How much of a JIT ratio is heap-layout luck (prints numbers; not a test).
 
-    layout.py PROG [--size N] [--shifts 32] [--bin-dir build/bin]
-              [--patched-env NAME=VALUE]
+    python3 -m bench.layout PROG [--size N] [--shifts 32] [--bin-dir build/bin]
+                            [--patched-env NAME=VALUE]
+(from the source root: it imports bench.run)
 
 LuaJIT's hot counters are indexed by bytecode address bits, so where a
 program's prototypes land in the heap decides which loops and calls
@@ -25,8 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import run  # noqa: E402  (SIZES)
+from bench import run  # SIZES
 
 WRAPPER = """local k, prog, n = tonumber(arg[1]), arg[2], arg[3]
 local pad = {}

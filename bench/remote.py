@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The remote switch (docs/remote.md), measured (a benchmark, not a test).
 
-  python3 bench/remote.py rates [--bin-dir build/bin] [--seconds 3]
+  python3 -m bench.remote rates [--bin-dir build/bin] [--seconds 3]
       tests/remote/prog.lua started without LUAJIT_PERF: iterations/s
       before, during and after `ljperf record -p` (medians of 0.1 s windows)
-  python3 bench/remote.py latency [--bin-dir build/bin]
+  python3 -m bench.remote latency [--bin-dir build/bin]
       how long a request takes until every Lua state of a program has
       switched on: programs that allocate (a GC step polls), and busy code
       that reaches no poll by itself (tests/remote/busy.lua's loops: the
@@ -22,10 +22,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import ljremote  # noqa: E402
-import ljptest  # noqa: E402  (tmp_files)
+from ljperf import remote as ljremote
+from tests.lib import ljptest  # tmp_files
 
 BUSY = os.path.join(ROOT, "tests", "remote", "busy.lua")
 # name: (argv after the bin dir's luajit, or None: the C host). Each prints

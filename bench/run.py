@@ -131,7 +131,7 @@ def add_vm_args(ap):
     ap.add_argument("--base", help="control VM (default: BIN_DIR/luajit-base)")
 
 
-def main():
+def make_parser():
     ap = argparse.ArgumentParser(description="Benchmark patched vs control LuaJIT.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
@@ -147,16 +147,12 @@ def main():
                     help="also report instruction-count ratios (perf stat)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
     ap.add_argument("--list", action="store_true", help="list programs and sizes")
-    opts = ap.parse_args()
+    return ap
 
-    # Absolute: the programs run in bench/progs.
-    patched = os.path.abspath(opts.patched or os.path.join(opts.bin_dir, "luajit"))
-    base = os.path.abspath(opts.base or os.path.join(opts.bin_dir, "luajit-base"))
-    progs = sorted(f[:-4] for f in os.listdir(PROGS) if f.endswith(".lua"))
-    if opts.list:
-        for p in progs:
-            print("%-14s jit=%s joff=%s quick=%s" % ((p,) + SIZES.get(p, ("?",) * 3)))
-        return 0
+
+def select(opts, progs, patched, base):
+    """The programs and modes OPTS ask for; exits on an unknown one or a
+    VM that is not there."""
     if opts.only:
         want = [w.strip() for w in opts.only.split(",") if w.strip()]
         unknown = [w for w in want if w not in progs]
@@ -173,6 +169,113 @@ def main():
     for vm in (patched, base):
         if not os.access(vm, os.X_OK):
             sys.exit("run.py: %s is not executable (build first or pass --bin-dir)" % vm)
+    return progs, modes
+
+
+class Results:
+    """Minimum seconds and instructions per (prog, mode, vm); failures and
+    the checksum per (prog, mode)."""
+
+    def __init__(self):
+        self.best = {}      # (prog, mode, vm) -> min seconds
+        self.insns = {}     # (prog, mode, vm) -> min instructions
+        self.failed = {}    # (prog, mode) -> reason
+        self.checks = {}    # (prog, mode) -> checksum
+
+
+def measure(opts, progs, modes, size_of, vms, perf):
+    """--runs rounds over PROGS x MODES, the two VMS (name, path, env)
+    alternating in order round by round."""
+    res = Results()
+    for r in range(opts.runs):
+        for prog in progs:
+            for mode in modes:
+                if (prog, mode) in res.failed:
+                    continue
+                order = list(vms)
+                if r % 2 == 1:
+                    order.reverse()
+                for name, vm, env in order:
+                    if not measure_one(opts, res, (prog, mode, name), size_of(prog, mode),
+                                       vm, env, perf if r == 0 else None):
+                        break
+        print("round %d/%d done" % (r + 1, opts.runs), file=sys.stderr)
+        sys.stderr.flush()
+    return res
+
+
+def measure_one(opts, res, key, size, vm, env, perf):
+    """One run of KEY (prog, mode, vm name) into RES; False if it failed."""
+    prog, mode, name = key
+    try:
+        dt, ck, err = run_once(vm, mode, prog, size, env, opts.timeout)
+    except subprocess.TimeoutExpired:
+        dt, ck, err = None, None, "timeout"
+    if err:
+        res.failed[(prog, mode)] = "%s: %s" % (name, err)
+        return False
+    prev = res.checks.setdefault((prog, mode), ck)
+    if prev != ck:
+        res.failed[(prog, mode)] = "checksum mismatch: %s printed %r, expected %r" % (name, ck, prev)
+        return False
+    res.best[key] = min(res.best.get(key, dt), dt)
+    if perf:
+        cmd = [vm] + (["-joff"] if mode == "joff" else []) + [os.path.join(PROGS, prog + ".lua"), str(size)]
+        n = perf.count(cmd, env)
+        if n is not None:
+            res.insns[key] = n
+    return True
+
+
+def report(res, progs, modes, size_of):
+    """The table, then per mode the geometric mean and the worst ratio."""
+    print()
+    hdr = "%-14s %-5s %9s %10s %10s %8s" % ("program", "mode", "size", "base s", "patched s", "ratio")
+    if res.insns:
+        hdr += " %10s" % "insn ratio"
+    print(hdr)
+    print("-" * len(hdr))
+    ratios = {m: [] for m in modes}
+    iratios = {m: [] for m in modes}
+    for prog in progs:
+        for mode in modes:
+            if (prog, mode) in res.failed:
+                print("%-14s %-5s FAILED: %s" % (prog, mode, res.failed[(prog, mode)]))
+                continue
+            b, p = res.best[(prog, mode, "base")], res.best[(prog, mode, "patched")]
+            ratio = p / b
+            ratios[mode].append((ratio, prog))
+            line = "%-14s %-5s %9d %10.3f %10.3f %8.3f" % (prog, mode, size_of(prog, mode), b, p, ratio)
+            ib, ip = res.insns.get((prog, mode, "base")), res.insns.get((prog, mode, "patched"))
+            if ib and ip:
+                iratios[mode].append(ip / ib)
+                line += " %10.4f" % (ip / ib)
+            print(line)
+    print()
+    for mode in modes:
+        rs = ratios[mode]
+        if not rs:
+            print("%-5s no results" % mode)
+            continue
+        mx = max(rs)
+        line = "%-5s geomean %.3f   max %.3f (%s)   n=%d" % (mode, geomean([x for x, _ in rs]), mx[0], mx[1], len(rs))
+        if iratios[mode]:
+            line += "   insn geomean %.4f" % geomean(iratios[mode])
+        print(line)
+
+
+def main():
+    opts = make_parser().parse_args()
+
+    # Absolute: the programs run in bench/progs.
+    patched = os.path.abspath(opts.patched or os.path.join(opts.bin_dir, "luajit"))
+    base = os.path.abspath(opts.base or os.path.join(opts.bin_dir, "luajit-base"))
+    progs = sorted(f[:-4] for f in os.listdir(PROGS) if f.endswith(".lua"))
+    if opts.list:
+        for p in progs:
+            print("%-14s jit=%s joff=%s quick=%s" % ((p,) + SIZES.get(p, ("?",) * 3)))
+        return 0
+    progs, modes = select(opts, progs, patched, base)
 
     env_base = dict(os.environ)
     for k in ("LUA_PATH", "LUA_CPATH", "LUA_INIT", "LUAJIT_PERF"):
@@ -195,80 +298,13 @@ def main():
     print("runs: %d, modes: %s%s" % (opts.runs, ",".join(modes), ", quick sizes" if opts.quick else ""))
     sys.stdout.flush()
 
-    best = {}      # (prog, mode, vm) -> min seconds
-    insns = {}     # (prog, mode, vm) -> min instructions
-    failed = {}    # (prog, mode) -> reason
-    checks = {}    # (prog, mode) -> checksum
-    for r in range(opts.runs):
-        for prog in progs:
-            for mode in modes:
-                if (prog, mode) in failed:
-                    continue
-                size = size_of(prog, mode)
-                order = [("patched", patched, env_patched), ("base", base, env_base)]
-                if r % 2 == 1:
-                    order.reverse()
-                for name, vm, env in order:
-                    try:
-                        dt, ck, err = run_once(vm, mode, prog, size, env, opts.timeout)
-                    except subprocess.TimeoutExpired:
-                        dt, ck, err = None, None, "timeout"
-                    if err:
-                        failed[(prog, mode)] = "%s: %s" % (name, err)
-                        break
-                    prev = checks.setdefault((prog, mode), ck)
-                    if prev != ck:
-                        failed[(prog, mode)] = "checksum mismatch: %s printed %r, expected %r" % (name, ck, prev)
-                        break
-                    k = (prog, mode, name)
-                    best[k] = min(best.get(k, dt), dt)
-                    if perf and r == 0:
-                        cmd = [vm] + (["-joff"] if mode == "joff" else []) + [os.path.join(PROGS, prog + ".lua"), str(size)]
-                        n = perf.count(cmd, env)
-                        if n is not None:
-                            insns[k] = n
-        print("round %d/%d done" % (r + 1, opts.runs), file=sys.stderr)
-        sys.stderr.flush()
-
-    # Report.
-    print()
-    hdr = "%-14s %-5s %9s %10s %10s %8s" % ("program", "mode", "size", "base s", "patched s", "ratio")
-    if insns:
-        hdr += " %10s" % "insn ratio"
-    print(hdr)
-    print("-" * len(hdr))
-    ratios = {m: [] for m in modes}
-    iratios = {m: [] for m in modes}
-    for prog in progs:
-        for mode in modes:
-            if (prog, mode) in failed:
-                print("%-14s %-5s FAILED: %s" % (prog, mode, failed[(prog, mode)]))
-                continue
-            b, p = best[(prog, mode, "base")], best[(prog, mode, "patched")]
-            ratio = p / b
-            ratios[mode].append((ratio, prog))
-            line = "%-14s %-5s %9d %10.3f %10.3f %8.3f" % (prog, mode, size_of(prog, mode), b, p, ratio)
-            ib, ip = insns.get((prog, mode, "base")), insns.get((prog, mode, "patched"))
-            if ib and ip:
-                iratios[mode].append(ip / ib)
-                line += " %10.4f" % (ip / ib)
-            print(line)
-    print()
-    for mode in modes:
-        rs = ratios[mode]
-        if not rs:
-            print("%-5s no results" % mode)
-            continue
-        mx = max(rs)
-        line = "%-5s geomean %.3f   max %.3f (%s)   n=%d" % (mode, geomean([x for x, _ in rs]), mx[0], mx[1], len(rs))
-        if iratios[mode]:
-            line += "   insn geomean %.4f" % geomean(iratios[mode])
-        print(line)
-    if failed:
-        print("\n%d program/mode combination(s) FAILED" % len(failed))
+    res = measure(opts, progs, modes, size_of,
+                  [("patched", patched, env_patched), ("base", base, env_base)], perf)
+    report(res, progs, modes, size_of)
+    if res.failed:
+        print("\n%d program/mode combination(s) FAILED" % len(res.failed))
         return 1
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,7 @@
 ** know (perf 6.1: "next_entry: unknown record type").
 **
 ** Format (binary, little-endian as the x86-64 VM writes it; lj_merge's
-** jitinline.py reads it; no formatting on the per-trace path):
+** ljperf/inline.py reads it; no formatting on the per-trace path):
 **   "ljperf-inline 2\n"                        16 bytes, once, at the top
 **   per trace, one record of
 **     u64 INDEX ADDR SIZE; u32 NNODE NRANGE TRACENO ROOT LINK LINKNODE

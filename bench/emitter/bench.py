@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Emitter cost and perf inject cost on the patched VM (prints numbers; not a test).
 
-    bench.py [--bin-dir build/bin] [--runs 9] [--funcs 20000] [--quick]
-             [--only cost|icount|inject]
+    python3 -m bench.emitter.bench [--bin-dir build/bin] [--runs 9] [--funcs 20000]
+                                   [--quick] [--only cost|icount|inject]
+(from the source root: it imports bench.icount and the ljperf package)
 
 1. Emitter on vs off. Two generated programs, each run --runs times per
    variant, variants interleaved run by run:
@@ -44,13 +45,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "perf-script"))
-sys.path.insert(0, HERE)
-import jitdump  # noqa: E402  (after the sys.path.insert above)
-sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
-import ljperf  # noqa: E402  (after the sys.path.insert above)
-sys.path.insert(0, os.path.dirname(HERE))
-import icount  # noqa: E402  (after the sys.path.insert above)
+from bench import icount
+from ljperf import jitdump
+from ljperf.postproc import prune_dumps
 
 PER_CHUNK = 100
 
@@ -253,7 +250,8 @@ def record(args, gen, d):
                        env=env, cwd=gen, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("perf record failed: " + r.stderr[-500:])
-    pid = int(re.match(r"jit-(\d+)\.dump$", [f for f in os.listdir(d) if f.startswith("jit-")][0]).group(1))
+    # jit-PID.dump (its .inline file beside it also starts with jit-)
+    pid = int([m for m in (re.match(r"jit-(\d+)\.dump$", f) for f in os.listdir(d)) if m][0].group(1))
     return data, pid
 
 
@@ -296,7 +294,7 @@ def bench_inject(args, gen):
                     nloads = count_loads(dump)
                     t0 = time.perf_counter()
                     if kind == "pruned":
-                        ljperf.prune_dumps("perf", d, data)
+                        prune_dumps("perf", d, data)
                     dtp = time.perf_counter() - t0
                     dt, nso = inject_once(d, bid)
                     dt += dtp

@@ -2,7 +2,7 @@
 """Self time per Lua function: ljperf (perf samples, inlined trace frames)
 next to LuaJIT's own profiler jit.p, on the same programs. Not a test.
 
-  python3 bench/inline/jitp.py [--bin-dir build/bin] [--top 6] [PROG.lua ...]
+  python3 -m bench.inline.jitp [--bin-dir build/bin] [--top 6] [PROG.lua ...]
 
 Default programs: bench/progs/*.lua at bench/run.py's JIT sizes (a program
 not there runs without arguments). For each program: `ljperf record -F
@@ -27,8 +27,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-import run  # noqa: E402  (bench/run.py: program sizes)
+from bench import run  # bench/run.py: program sizes
 
 
 def short(label):

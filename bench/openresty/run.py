@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Requests/s of examples/openresty on build/bin/nginx vs build/bin/nginx-base.
 
-  python3 bench/openresty/run.py [--bin-dir build/bin] [--rounds 5]
+  python3 -m bench.openresty.run [--bin-dir build/bin] [--rounds 5]
           [--seconds 5] [--workers 1] [--connections 8]
 
 Variants: base (nginx-base), off (nginx, LUAJIT_PERF unset), on (nginx,
@@ -24,10 +24,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402  (after the sys.path.insert above)
-import ljptest  # noqa: E402  (tmp_files)
+from examples.openresty import serve
+from tests.lib import ljptest  # tmp_files
 
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")
 

@@ -30,8 +30,12 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
-from ljperf import children_of  # noqa: E402,F401  (serve.children_of for the tests)
+if __name__ == "__main__":
+    # Entry script: the source root on sys.path for the ljperf package (the
+    # rule: ljperf/__init__.py). Imported (examples.openresty.serve), the
+    # importer has it there already.
+    sys.path.insert(0, ROOT)
+from ljperf.procs import children_of  # serve.children_of: the tests use it too
 STOCK_NGINX = "/usr/sbin/nginx"
 STOCK_MODULES = ("/usr/lib/nginx/modules/ndk_http_module.so",
                  "/usr/lib/nginx/modules/ngx_http_lua_module.so")

@@ -7,7 +7,7 @@
 ** the whole test runs in a private mount namespace with a tmpfs on /tmp, so
 ** /tmp/perf-PID.map files and mounts vanish with it; tests that need mounts,
 ** chown or setuid fail (not skip) when not root. Dumps are checked by our own
-** reader (jd_read.h) and by perf-script/jitdump.py's validate().
+** reader (jd_read.h) and by ljperf/jitdump.py's validate().
 */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -36,7 +36,7 @@
 #define PYTHON_EXE "python3"
 #endif
 #ifndef JITDUMP_PY
-#error "define JITDUMP_PY (path of perf-script/jitdump.py)"
+#error "define JITDUMP_PY (path of ljperf/jitdump.py)"
 #endif
 
 #define BOTH (LJP_MAP | LJP_JITDUMP)

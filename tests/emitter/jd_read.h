@@ -1,5 +1,5 @@
 /*
-** Test helper: a minimal jitdump reader (independent of perf-script/jitdump.py,
+** Test helper: a minimal jitdump reader (independent of ljperf/jitdump.py,
 ** so the two cross-check each other) plus small file utilities.
 */
 #ifndef JD_READ_H

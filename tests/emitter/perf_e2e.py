@@ -4,7 +4,7 @@
     perf_e2e.py TEST     TEST: inject | map | mprotect | elf | buildid
 
 Environment: LJP_E2E_PROG (tests/emitter/e2e_prog binary), LJP_CHECK_ELF (check_elf
-binary, for "elf"), LJP_JITDUMP_PY (perf-script/jitdump.py). All artefacts go to a
+binary, for "elf"), LJP_JITDUMP_PY (ljperf/jitdump.py). All artefacts go to a
 temporary directory (perf --buildid-dir inside it); /tmp/perf-PID.map is removed at
 the end. If perf cannot record, the test FAILS (it does not skip).
 
@@ -15,6 +15,7 @@ lj_beta's calls are on line 41, lj_alpha's on line 51.
 
 import collections
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -23,13 +24,25 @@ import subprocess
 import sys
 import tempfile
 
+from ljperf import perfscript  # the one perf script reader
+
 PROG = os.environ.get("LJP_E2E_PROG", "")
 CHECK_ELF = os.environ.get("LJP_CHECK_ELF", "")
 JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "perf-script", "jitdump.py")
-sys.path.insert(0, os.path.dirname(os.path.abspath(JITDUMP_PY)))
-import perfscript  # noqa: E402  (the one perf script reader)
-import jitdump  # noqa: E402  (after the sys.path.insert above)
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "ljperf", "jitdump.py")
+
+
+def load_jitdump(path):
+    """The jitdump reader under test, loaded from its file (LJP_JITDUMP_PY
+    may name a mutated copy): it imports only the standard library."""
+    spec = importlib.util.spec_from_file_location("jitdump", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["jitdump"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+jitdump = load_jitdump(JITDUMP_PY)
 
 SRC = "e2e_source.lua"
 LEAF_LINE = {"lj_gamma": 22, "lj_delta": 32}

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Tests of perf-script/jitdump.py on dumps written by the C writer (gen_dump), and on
+"""Tests of ljperf/jitdump.py on dumps written by the C writer (gen_dump), and on
 copies of them that were truncated or corrupted on purpose.
 
 Environment: LJP_GEN_DUMP (tests/emitter/gen_dump binary), LJP_JITDUMP_PY (optional).
 """
 
+import importlib.util
 import os
 import shutil
 import struct
@@ -14,9 +15,20 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(HERE, "..", "..", "perf-script", "jitdump.py")
-sys.path.insert(0, os.path.dirname(os.path.abspath(JITDUMP_PY)))
-import jitdump  # noqa: E402  (after the sys.path.insert above)
+JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(HERE, "..", "..", "ljperf", "jitdump.py")
+
+
+def load_jitdump(path):
+    """The jitdump reader under test, loaded from its file (LJP_JITDUMP_PY
+    may name a mutated copy): it imports only the standard library."""
+    spec = importlib.util.spec_from_file_location("jitdump", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["jitdump"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+jitdump = load_jitdump(JITDUMP_PY)
 
 GEN_DUMP = os.environ.get("LJP_GEN_DUMP", "")
 

@@ -9,8 +9,7 @@ unwinding alone (perf copies 8 KiB of stack per sample).
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest as T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.95

@@ -19,8 +19,7 @@ host_outer -> lua_inner -> host_inner.
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest as T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.995

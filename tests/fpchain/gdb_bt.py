@@ -9,8 +9,7 @@ through the interpreter to lua_pcall and main without a broken frame.
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest as T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORDER = ["cmod_burn", "cmod_spin", "lua_pcall", "main"]

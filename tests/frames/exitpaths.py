@@ -20,10 +20,8 @@ traceexit workload without LUAJIT_PERF, and after a start and a stop.
 """
 import os
 import re
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest as T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ASM_DONE, ASM_STITCH, C_SYNC = "lj_vm_fp_exitlinked", "lj_vm_fp_exitstitch", "lj_fprec_exit"

@@ -23,9 +23,8 @@ that prefix.
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
-import ljframes  # noqa: E402 (perf-script/ is on sys.path once ljptest is imported)
+from tests.lib import ljptest as T
+from ljperf import frames as ljframes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.995
@@ -142,8 +141,8 @@ def selected(sample, res, t, target, owners):
         exiting = any(f[1] == "lj_vm_exit_handler" for f in sample.frames)
         return "trace" if exiting else "exact"
     if sym and (sym.startswith("lj_BC_") or sym == "lj_vm_mod"):
-        bx = ljframes.interp_pc(sample.regs or "")
-        ld = res.load(bx, t) if bx else None
+        pc = ljframes.interp_pc(sample.regs or "")
+        ld = res.load(pc, t) if pc else None
         if ld is not None and not ld.name.startswith("TRACE_") \
            and short(ld.name) == target:
             return "exact"

@@ -35,10 +35,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(HERE, "..", "ljperf"))
-import ljperf_testlib as t  # noqa: E402  (after the sys.path.insert above)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-import run  # noqa: E402  (bench/run.py: program sizes)
+from tests.ljperf import ljperf_testlib as t
+from bench import run  # bench/run.py: program sizes
 
 TOLERANCE = 5.0     # percentage points
 MIN_MIX = 300       # samples in the mixed trace
@@ -168,9 +166,8 @@ def case_shares(s):
 
 
 def case_format(s):
-    sys.path.insert(0, os.path.join(ROOT, "perf-script"))
-    import jitdump
-    import jitinline
+    from ljperf import jitdump
+    from ljperf import inline as jitinline
     lib = t.built("tests", "fpchain", "libffilib.so")
     cmod = os.path.dirname(t.built("tests", "fpchain", "cmod.so"))
     r = subprocess.run([t.built("bin", "luajit"), os.path.join(HERE, "inline.lua"), lib, cmod,

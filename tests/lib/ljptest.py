@@ -16,10 +16,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "perf-script"))
 
-import ljresolve  # noqa: E402  (after the sys.path.insert above)
-import perfscript  # noqa: E402  (after the sys.path.insert above)
+from ljperf import resolve as ljresolve
+from ljperf import perfscript
 
 
 def tmp_files(pid):

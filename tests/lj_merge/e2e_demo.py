@@ -37,8 +37,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest as T
 
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 LJ_MERGE = os.environ.get("LJ_MERGE") or os.path.join(
@@ -154,6 +153,30 @@ def check(folded, measured_lua, label):
     return problems, share
 
 
+def script_texts(sess, data, jdata):
+    """perf script of the recording DATA and the injected JDATA, with FIELDS
+    and plain: {name: file}."""
+    texts = {}
+    for name, d, fields, extra in (
+            ("raw -F", data, FIELDS, ["--show-task-events"]),
+            ("inject -F", jdata, FIELDS, ["--show-task-events"]),
+            ("inject plain", jdata, None, []),
+            ("raw plain", data, None, [])):
+        if fields:
+            txt = sess.script_text(d, fields, extra)
+        else:
+            r = subprocess.run(["perf", "--buildid-dir", sess.path(".debug"),
+                                "script", "-i", d], capture_output=True, text=True)
+            if r.returncode != 0:
+                T.fail("perf script failed: " + r.stderr[-500:])
+            txt = r.stdout
+        path = sess.path(name.replace(" ", "_") + ".txt")
+        with open(path, "w") as f:
+            f.write(txt)
+        texts[name] = path
+    return texts
+
+
 def test():
     seconds = sys.argv[1] if len(sys.argv) > 1 else "2"
     demo = os.path.join(T.build_dir(), "examples", "demo", "fibdemo")
@@ -176,24 +199,7 @@ def test():
             T.fail("expected one jit-PID.dump in %s, found %s" % (sess.dir, dumps))
         jdata = sess.inject(data)
 
-        texts = {}
-        for name, d, fields, extra in (
-                ("raw -F", data, FIELDS, ["--show-task-events"]),
-                ("inject -F", jdata, FIELDS, ["--show-task-events"]),
-                ("inject plain", jdata, None, []),
-                ("raw plain", data, None, [])):
-            if fields:
-                txt = sess.script_text(d, fields, extra)
-            else:
-                r = subprocess.run(["perf", "--buildid-dir", sess.path(".debug"),
-                                    "script", "-i", d], capture_output=True, text=True)
-                if r.returncode != 0:
-                    T.fail("perf script failed: " + r.stderr[-500:])
-                txt = r.stdout
-            path = sess.path(name.replace(" ", "_") + ".txt")
-            with open(path, "w") as f:
-                f.write(txt)
-            texts[name] = path
+        texts = script_texts(sess, data, jdata)
         nsamples = sum(1 for ln in open(texts["raw -F"]) if ln[:1] not in ("\t", " ", ""))
         print("%d samples recorded" % nsamples)
         if nsamples < MIN_SAMPLES:

@@ -30,8 +30,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest as T
 
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 LJ_MERGE = os.environ.get("LJ_MERGE") or os.path.join(T.ROOT, "perf-script", "lj_merge.py")

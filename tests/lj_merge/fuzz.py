@@ -32,9 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "fixtures")
 PERF_SCRIPT = os.path.normpath(os.path.join(HERE, "..", "..", "perf-script"))
 LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(PERF_SCRIPT, "lj_merge.py"))
-sys.path.insert(0, PERF_SCRIPT)
 
-import lj_merge  # noqa: E402  (after the sys.path.insert above)
+from ljperf import merge_cli as lj_merge
 
 # (input, arguments) as the cases/ run them
 INPUTS = [

@@ -5,7 +5,7 @@ Run: python3 tests/lj_merge/test_lj_merge.py [-v] [TestClass[.test]]
 The lj_merge under test is $LJ_MERGE (e.g. build/bin/lj_merge) or
 perf-script/lj_merge.py. Synthetic inputs are perf script text written in
 perf 6.1's format (see fixtures/ for real captures) and jitdump files built
-byte by byte here with struct (independent of perf-script/jitdump.py).
+byte by byte here with struct (independent of ljperf/jitdump.py).
 Expected stacks are written by hand from what each input describes."""
 import json
 import os
@@ -23,10 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "fixtures")
 PERF_SCRIPT = os.path.normpath(os.path.join(HERE, "..", "..", "perf-script"))
 LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(PERF_SCRIPT, "lj_merge.py"))
-sys.path.insert(0, PERF_SCRIPT)
 
-import perfscript  # noqa: E402  (after the sys.path.insert above)
-import ljframes  # noqa: E402  (after the sys.path.insert above)
+from ljperf import perfscript
+from ljperf import frames as ljframes
 
 
 def run(args, stdin=None, timeout=120):
@@ -685,8 +684,8 @@ class Robustness(TmpDir):
         # made to fail for one register value) is dropped and counted; the
         # others are folded.
         import io
-        import lj_merge
-        import merger
+        from ljperf import merge_cli as lj_merge
+        from ljperf import merger
         txt = (sample("x", 1, 1, 1, [(0x12d4, "lj_BC_FORL", 0, EXE)] + HOST, 10, bx=0xbad) +
                sample("x", 1, 1, 2, HOST, 20))
         real = merger.Folder.leaf_line

@@ -19,8 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import ljptest  # noqa: E402  (tmp_files: what a process leaves in /tmp)
+from tests.lib import ljptest  # tmp_files: what a process leaves in /tmp
 
 
 class TestFailure(Exception):

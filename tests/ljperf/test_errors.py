@@ -11,8 +11,7 @@ import sys
 import time
 
 import ljperf_testlib as t
-sys.path.insert(0, os.path.join(t.ROOT, "tools", "ljperf"))
-import ljremote  # noqa: E402  (after the sys.path.insert above)
+from ljperf import remote as ljremote
 
 
 def one_error(r, code, *needles, what=""):

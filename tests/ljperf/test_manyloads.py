@@ -48,8 +48,7 @@ def merge(d, script_out, jitdump):
 def test():
     t.need_perf()
     luajit = t.built("bin", "luajit")
-    sys.path.insert(0, os.path.join(t.ROOT, "perf-script"))
-    import jitdump
+    from ljperf import jitdump
     with t.Session() as s:
         src = s.path("src")
         os.mkdir(src)

@@ -2,7 +2,6 @@
 HTML page (self-contained, hostile names cannot break out of it), and
 lj_merge --kinds on the lj_merge fixtures."""
 
-import importlib.util
 import json
 import os
 import re
@@ -14,14 +13,11 @@ import ljperf_testlib as t
 
 
 def load_ljperf():
-    """The ljperf module (build/bin/ljperf is a symlink to tools/ljperf/ljperf.py);
-    its page assets from build/share/ljperf."""
+    """ljperf's renderer (ljperf.render: frame kinds, folded loading, the
+    tree, the page); its page assets from build/share/ljperf."""
     os.environ.setdefault("LJPERF_SHARE", os.path.join(t.build_dir(), "share", "ljperf"))
-    spec = importlib.util.spec_from_file_location("ljperf_mod",
-                                                  os.path.realpath(t.ljperf_bin()))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from ljperf import render
+    return render
 
 
 def test_kinds(lj):
@@ -58,7 +54,7 @@ def test_kinds(lj):
     ]
     bad = [(n, s, e, fk(n, s)) for n, s, e in cases if fk(n, s) != e]
     t.check(not bad, "frame_kind: %d cases%s" % (len(cases), "" if not bad else " %s" % bad))
-    import ljframes  # noqa: E402  (perf-script/, on sys.path once ljperf is loaded)
+    from ljperf import frames as ljframes
     t.check(set(ljframes.KINDS) >= {fk(n, s) for n, s, _ in cases}, "every kind is in KINDS")
 
 

@@ -156,6 +156,42 @@ def parse_env(items):
     return env
 
 
+def compare_tests(ka, kb, show_all):
+    """Prints the tests of runs KA and KB ({(name, ordinal): (number,
+    status, message)}) that differ or did not pass (all with SHOW_ALL);
+    returns how many differ."""
+    order = sorted(set(ka) | set(kb),
+                   key=lambda k: (ka.get(k) or kb.get(k))[0])
+    diffs = 0
+    for key in order:
+        name = key[0]
+        i, sa, ma = ka.get(key, (kb.get(key, (0,))[0], "notrun", ""))
+        _, sb, mb = kb.get(key, (i, "notrun", ""))
+        differ = (sa, ma) != (sb, mb)
+        diffs += differ
+        if differ or show_all or sa != "pass" or sb != "pass":
+            ea = " [%s]" % ma if ma else ""
+            eb = " [%s]" % mb if mb and mb != ma else ""
+            print("%5d %s: A %s%s | B %s%s%s" % (i, name, sa, ea, sb, eb,
+                                                  "  DIFF" if differ else ""))
+    return diffs
+
+
+def compare_stderr(se_a, se_b):
+    """test.lua writes to stdout; anything on stderr (the interpreter's own
+    messages) must be the same on both. Returns the lines only one has."""
+    diffs = 0
+    for tag, mine, other in (("A", se_a, se_b), ("B", se_b, se_a)):
+        rest = list(other)
+        for line in mine:
+            if line in rest:
+                rest.remove(line)
+            else:
+                print("stderr %s only: %s  DIFF" % (tag, line))
+                diffs += 1
+    return diffs
+
+
 def main():
     ap = argparse.ArgumentParser(
         description="Run a LuaJIT-test-cleanup-style test.lua under two "
@@ -210,31 +246,8 @@ def main():
             seen[name] = seen.get(name, 0) + 1
             out[(name, seen[name])] = (i,) + r[i][1:]
         return out
-    ka, kb = by_name(ra), by_name(rb)
-    order = sorted(set(ka) | set(kb),
-                   key=lambda k: (ka.get(k) or kb.get(k))[0])
-    diffs = 0
-    for key in order:
-        name = key[0]
-        i, sa, ma = ka.get(key, (kb.get(key, (0,))[0], "notrun", ""))
-        _, sb, mb = kb.get(key, (i, "notrun", ""))
-        differ = (sa, ma) != (sb, mb)
-        diffs += differ
-        if differ or o.all or sa != "pass" or sb != "pass":
-            ea = " [%s]" % ma if ma else ""
-            eb = " [%s]" % mb if mb and mb != ma else ""
-            print("%5d %s: A %s%s | B %s%s%s" % (i, name, sa, ea, sb, eb,
-                                                  "  DIFF" if differ else ""))
-    # test.lua writes to stdout; anything on stderr (the interpreter's own
-    # messages) must be the same on both.
-    for tag, mine, other in (("A", se_a, se_b), ("B", se_b, se_a)):
-        rest = list(other)
-        for line in mine:
-            if line in rest:
-                rest.remove(line)
-            else:
-                print("stderr %s only: %s  DIFF" % (tag, line))
-                diffs += 1
+    diffs = compare_tests(by_name(ra), by_name(rb), o.all)
+    diffs += compare_stderr(se_a, se_b)
     for tag, notes in (("A", na), ("B", nb)):
         for n in notes:
             print("note %s: %s" % (tag, n))

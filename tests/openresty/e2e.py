@@ -49,10 +49,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402  (after the sys.path.insert above)
-import ljptest  # noqa: E402  (after the sys.path.insert above)
+from examples.openresty import serve
+from tests.lib import ljptest
 
 APP = os.path.join(ROOT, "examples", "openresty", "app.lua")
 MIN_SHARE = 0.99

@@ -16,16 +16,13 @@ a missing and a wrong API key (401), unknown paths (404), in order, twice.
 
 import argparse
 import os
-import sys
 import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402  (after the sys.path.insert above)
-import ljptest  # noqa: E402  (after the sys.path.insert above)
+from examples.openresty import serve
+from tests.lib import ljptest
 
 REQUESTS = ([("/api/items/%d" % i, 1 + i % 16) for i in range(1, 41)] +
             [("/api/items/%d/slow" % i, 3) for i in (4, 7, 64, 1000)] +

@@ -27,11 +27,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-import serve  # noqa: E402  (after the sys.path.insert above)
-import ljptest  # noqa: E402  (after the sys.path.insert above)
-import e2e  # noqa: E402  (after the sys.path.insert above)
+from examples.openresty import serve
+from tests.lib import ljptest
+import e2e
 
 MIN = 20
 
@@ -49,6 +47,38 @@ def wait_for(fn, what, timeout=10):
             return v
         time.sleep(0.1)
     ljptest.fail("timed out waiting for " + what)
+
+
+def check_generations(out, gen):
+    """Per worker generation in GEN ({name: pids}) of the recording in OUT:
+    Lua frames named, stacks that reach ngx_worker_process_cycle, the
+    jitdumps collected."""
+    r = subprocess.run(["perf", "--buildid-dir", os.path.join(out, ".debug"), "script",
+                        "-i", os.path.join(out, "perf.jit.data"),
+                        "-F", "comm,pid,tid,time,ip,sym,dso"],
+                       capture_output=True, text=True, errors="replace")
+    samples = list(ljptest.perfscript.iter_samples(r.stdout.split("\n")))
+    ok = True
+    for name, ws in gen.items():
+        mine = [s for s in samples if s.pid in ws]
+        lua = sum(1 for s in mine if any(f[1] and e2e.APP in f[1] for f in s.frames))
+        judged = [s for s in mine if s.frames and s.frames[0][0] < 0x800000000000 and not (
+            s.frames[0][3] and any(x in s.frames[0][3] for x in e2e.NOFP)) and not e2e.foreign_code(s)]
+        good = sum(1 for s in judged if any(f[1] == "ngx_worker_process_cycle"
+                                            for f in s.frames))
+        share = good / len(judged) if judged else 0
+        broken = [s for s in judged if not any(f[1] == "ngx_worker_process_cycle"
+                                               for f in s.frames)]
+        for s_ in broken[:3]:
+            print("  broken: " + " <- ".join("%s(%s)" % (f[1], os.path.basename(f[3] or "?"))
+                                             for f in s_.frames[:8]))
+        have = [w for w in ws if os.path.exists(os.path.join(out, "jit-%d.dump" % w))]
+        ok = ljptest.report(
+            lua >= MIN and share >= e2e.MIN_SHARE and len(have) == len(ws),
+            "%s workers %s: %d samples, %d name app.lua functions, %.2f%% of %d reach "
+            "ngx_worker_process_cycle, jitdumps collected for %d of %d"
+            % (name, ws, len(mine), lua, 100 * share, len(judged), len(have), len(ws))) and ok
+    return ok
 
 
 def main():
@@ -107,32 +137,7 @@ def main():
         rc, rec = rec.returncode, None
         if "ljperf: profile" not in rerr:
             ljptest.fail("ljperf record failed (exit %s): %s" % (rc, rerr[-800:]))
-        r = subprocess.run(["perf", "--buildid-dir", os.path.join(out, ".debug"), "script",
-                            "-i", os.path.join(out, "perf.jit.data"),
-                            "-F", "comm,pid,tid,time,ip,sym,dso"],
-                           capture_output=True, text=True, errors="replace")
-        samples = list(ljptest.perfscript.iter_samples(r.stdout.split("\n")))
-        ok = True
-        for name, ws in gen.items():
-            mine = [s for s in samples if s.pid in ws]
-            lua = sum(1 for s in mine if any(f[1] and e2e.APP in f[1] for f in s.frames))
-            judged = [s for s in mine if s.frames and s.frames[0][0] < 0x800000000000 and not (
-                s.frames[0][3] and any(x in s.frames[0][3] for x in e2e.NOFP)) and not e2e.foreign_code(s)]
-            good = sum(1 for s in judged if any(f[1] == "ngx_worker_process_cycle"
-                                                for f in s.frames))
-            share = good / len(judged) if judged else 0
-            broken = [s for s in judged if not any(f[1] == "ngx_worker_process_cycle"
-                                                   for f in s.frames)]
-            for s_ in broken[:3]:
-                print("  broken: " + " <- ".join("%s(%s)" % (f[1], os.path.basename(f[3] or "?"))
-                                                 for f in s_.frames[:8]))
-            have = [w for w in ws if os.path.exists(os.path.join(out, "jit-%d.dump" % w))]
-            ok = ljptest.report(
-                lua >= MIN and share >= e2e.MIN_SHARE and len(have) == len(ws),
-                "%s workers %s: %d samples, %d name app.lua functions, %.2f%% of %d reach "
-                "ngx_worker_process_cycle, jitdumps collected for %d of %d"
-                % (name, ws, len(mine), lua, 100 * share, len(judged), len(have), len(ws))) and ok
-        return ok
+        return check_generations(out, gen)
     finally:
         for proc in (rec, wrk):
             if proc is not None:

@@ -47,14 +47,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "examples", "openresty"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-sys.path.insert(0, os.path.join(ROOT, "tools", "ljperf"))
-import serve  # noqa: E402  (after the sys.path.insert above)
-import ljptest  # noqa: E402  (after the sys.path.insert above)
-import ljremote  # noqa: E402  (after the sys.path.insert above)
-import e2e  # noqa: E402  (after the sys.path.insert above)
-import identity  # noqa: E402  (after the sys.path.insert above)
+from examples.openresty import serve
+from tests.lib import ljptest
+from ljperf import remote as ljremote
+import e2e
+import identity
 
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")
 

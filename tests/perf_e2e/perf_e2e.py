@@ -13,7 +13,7 @@ LUAJIT_PERF set, under
 and the names and source lines perf prints for bytecode frames (Lua frame
 records in the rbp chain) and trace frames are compared with hand-written
 expectations taken from the sources. Every jitdump a test produced is
-checked with perf-script/jitdump.py validate(), and, when perf inject made
+checked with ljperf/jitdump.py validate(), and, when perf inject made
 jitted-*.so files from it, with tests/emitter's libdw checker (check_elf).
 The fault tests run the programs without perf and check that they keep
 running with the right output and exactly one "ljperf:" line on stderr.
@@ -99,11 +99,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-import ljptest as T  # noqa: E402  (after the sys.path.insert above)
-from ljptest import ljresolve, perfscript  # noqa: E402  (after the sys.path.insert above)
-import jitdump  # noqa: E402 (perf-script/ is on sys.path once ljptest is imported)
-import ljframes  # noqa: E402 (as jitdump)
+from tests.lib import ljptest as T
+from ljperf import perfscript, resolve as ljresolve
+from ljperf import jitdump
+from ljperf import frames as ljframes
 
 MIN_SAMPLES = 10      # samples a function must get to be judged
 GOOD = 0.9            # share of a function's samples that must be fully right
@@ -518,15 +517,15 @@ def check_pc_lines(s, data, pid, dump, fns):
         if x.pid != pid or not lf or lf[0].sym not in byname or not (x.frames[0].sym or "").startswith("lj_BC_"):
             continue
         fn = byname[lf[0].sym]
-        bx = ljframes.interp_pc(x.regs or "")
-        live = [ld for ld in d.candidates(bx or 0) if ld.ts <= x.time]
+        pc = ljframes.interp_pc(x.regs or "")
+        live = [ld for ld in d.candidates(pc or 0) if ld.ts <= x.time]
         n += 1
         if not live:
             bad["PC not in any load"] += 1
         elif live[-1].name != fn.label:
             bad["PC in %s" % live[-1].name] += 1
-        elif live[-1].line_at(bx) != fn.loop:
-            bad["line %s" % live[-1].line_at(bx)] += 1
+        elif live[-1].line_at(pc) != fn.loop:
+            bad["line %s" % live[-1].line_at(pc)] += 1
     check(n >= 5 * MIN_SAMPLES, "only %d interpreter samples with the PC register" % n)
     check(sum(bad.values()) <= (1 - GOOD) * n, "R13 (the PC) of %d of %d interpreter samples is not on the "
           "loop line of the leaf Lua function: %s" % (sum(bad.values()), n, top(bad)))
@@ -1014,106 +1013,146 @@ def gen_labels(lines):
     return {l.split(" ", 2)[2] for l in lines if GEN_FN.match(l.split(" ", 2)[2])}
 
 
+def fault_symlink_map(s, kind, want):
+    """A symlink planted at /tmp/perf-PID.map: refused, its target untouched.
+    Returns the line to report."""
+    target = s.path("victim")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    pid, rc, out, err = run_fault(s, kind, {"PLANT": "/tmp/perf-%d.map", "PLANT_TARGET": target})
+    try:
+        line = expect_one_line(kind, rc, out, err, want, r"^ljperf: perf map disabled: /tmp/perf-%d\.map: "
+                               r"refusing to follow a symlink$" % pid)
+        check(os.path.islink("/tmp/perf-%d.map" % pid), "the planted symlink is gone")
+        with open(target) as f:
+            check(f.read() == "precious\n", "the symlink's target was written")
+    finally:
+        try:
+            os.unlink("/tmp/perf-%d.map" % pid)
+        except OSError:
+            pass
+    labels = {l.name for l in loads_of(s.dump_path(pid)) if GEN_FN.match(l.name)}
+    check(len(labels) == NFUNCS, "the jitdump has %d functions, want %d" % (len(labels), NFUNCS))
+    return line
+
+
+def fault_symlink_dump(s, kind, want):
+    """A symlink planted at the jitdump's path: refused, its target untouched.
+    Returns the line to report."""
+    target = s.path("victim")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    pid, rc, out, err = run_fault(s, kind, {"PLANT": s.dir + "/jit-%d.dump", "PLANT_TARGET": target})
+    line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
+                           r"refusing to follow a symlink$" % pid)
+    with open(target) as f:
+        check(f.read() == "precious\n", "the symlink's target was written")
+    check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
+    os.unlink(s.path("jit-%d.dump" % pid))
+    return line
+
+
+def fault_enospc(s, kind, want):
+    """LUAJIT_PERF_DIR on a 64 KiB tmpfs: the jitdump stops whole, the map goes on.
+    Returns the line to report."""
+    full = s.path("full")
+    os.makedirs(full)
+    keep = s.path("kept")
+    os.makedirs(keep)
+    pid, rc, out, err = run_fault(
+        s, kind, {"LUAJIT_PERF_DIR": full},
+        setup='mount -t tmpfs -o size=64k ljp-e2e-full "%s"' % full,
+        after='cp -a "%s"/. "%s"/; df -k "%s" | tail -1 > "%s/df"' % (full, keep, full, keep))
+    line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
+                           r"No space left on device$" % pid)
+    dump = os.path.join(keep, "jit-%d.dump" % pid)
+    probs = jitdump.validate(dump)
+    check(probs == [], "the dump on the full filesystem is not valid: %s" % probs[:3])
+    n = len(loads_of(dump))
+    check(0 < n < NFUNCS, "%d loads in the dump on a 64 KiB filesystem" % n)
+    check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map (on /tmp) lacks functions")
+    line += " (dump kept %d loads, %d bytes)" % (n, os.path.getsize(dump))
+    return line
+
+
+def fault_enospc_map(s, kind, want):
+    """A 16 KiB /tmp: the perf map stops at a whole line, the jitdump goes on.
+    Returns the line to report."""
+    # A 16 KiB /tmp of its own: the perf map fills it mid-run. (The
+    # session directory is under /var/tmp for this test.)
+    pid, rc, out, err = run_fault(
+        s, kind, {},
+        setup=tmp_over('mount -t tmpfs -o size=16k,mode=1777 ljp-e2e-tmp /tmp',
+                       [LUAJIT, PROGS, s.dir]),
+        after='cp /tmp/perf-*.map "%s"/' % s.dir)
+    line = expect_one_line(kind, rc, out, err, want, r"^ljperf: perf map disabled: /tmp/perf-%d\.map: "
+                           r"No space left on device$" % pid)
+    with open(s.path("perf-%d.map" % pid), "rb") as f:
+        raw = f.read()
+    check(raw.endswith(b"\n") and all(re.match(rb"^[0-9a-f]+ [0-9a-f]+ \S+$", l)
+                                       for l in raw.splitlines()),
+          "the perf map on the full /tmp has a partial line at its end: %r" % raw[-80:])
+    nmap = len(raw.splitlines())
+    check(0 < nmap < NFUNCS, "%d lines in the perf map on a 16 KiB /tmp" % nmap)
+    labels = {l.name for l in loads_of(s.dump_path(pid)) if GEN_FN.match(l.name)}
+    check(len(labels) == NFUNCS, "the jitdump has %d functions, want %d" % (len(labels), NFUNCS))
+    line += " (map kept %d whole lines, %d bytes)" % (nmap, len(raw))
+    return line
+
+
+def fault_erofs(s, kind, want):
+    """LUAJIT_PERF_DIR read-only: no jitdump, the map goes on.
+    Returns the line to report."""
+    ro = s.path("ro")
+    os.makedirs(ro)
+    pid, rc, out, err = run_fault(
+        s, kind, {"LUAJIT_PERF_DIR": ro},
+        setup='mount -t tmpfs -o size=1m,ro ljp-e2e-ro "%s"' % ro)
+    line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
+                           r"Read-only file system$" % pid)
+    check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
+    return line
+
+
+def fault_eacces(s, kind, want):
+    """LUAJIT_PERF_DIR not writable for the program's user: no jitdump.
+    Returns the line to report."""
+    d = s.path("locked")
+    os.makedirs(d)
+    os.chmod(d, 0o555)
+    os.chmod(s.dir, 0o755)
+    pid, rc, out, err = run_fault(
+        s, kind, {"LUAJIT_PERF_DIR": d},
+        prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
+                           r"Permission denied$" % pid)
+    check(os.listdir(d) == [], "files in the unwritable directory: %s" % os.listdir(d))
+    check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
+    return line
+
+
+def fault_nodir(s, kind, want):
+    """LUAJIT_PERF_DIR missing: no jitdump, the map goes on.
+    Returns the line to report."""
+    pid, rc, out, err = run_fault(s, kind, {"LUAJIT_PERF_DIR": s.path("no/such/dir")})
+    line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
+                           r"No such file or directory$" % pid)
+    check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
+    return line
+
+
+FAULTS = {"symlink_map": fault_symlink_map, "symlink_dump": fault_symlink_dump, "enospc": fault_enospc, "enospc_map": fault_enospc_map, "erofs": fault_erofs, "eacces": fault_eacces, "nodir": fault_nodir}
+
+
 def test_fault(kind):
     if kind == "enospc_map":
         tempfile.tempdir = "/var/tmp"       # /tmp is replaced by a tiny tmpfs
     with Session() as s:
         want = baseline(s)
-        if kind == "symlink_map":
-            target = s.path("victim")
-            with open(target, "w") as f:
-                f.write("precious\n")
-            pid, rc, out, err = run_fault(s, kind, {"PLANT": "/tmp/perf-%d.map", "PLANT_TARGET": target})
-            try:
-                line = expect_one_line(kind, rc, out, err, want, r"^ljperf: perf map disabled: /tmp/perf-%d\.map: "
-                                       r"refusing to follow a symlink$" % pid)
-                check(os.path.islink("/tmp/perf-%d.map" % pid), "the planted symlink is gone")
-                with open(target) as f:
-                    check(f.read() == "precious\n", "the symlink's target was written")
-            finally:
-                try:
-                    os.unlink("/tmp/perf-%d.map" % pid)
-                except OSError:
-                    pass
-            labels = {l.name for l in loads_of(s.dump_path(pid)) if GEN_FN.match(l.name)}
-            check(len(labels) == NFUNCS, "the jitdump has %d functions, want %d" % (len(labels), NFUNCS))
-        elif kind == "symlink_dump":
-            target = s.path("victim")
-            with open(target, "w") as f:
-                f.write("precious\n")
-            pid, rc, out, err = run_fault(s, kind, {"PLANT": s.dir + "/jit-%d.dump", "PLANT_TARGET": target})
-            line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
-                                   r"refusing to follow a symlink$" % pid)
-            with open(target) as f:
-                check(f.read() == "precious\n", "the symlink's target was written")
-            check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
-            os.unlink(s.path("jit-%d.dump" % pid))
-        elif kind == "enospc":
-            full = s.path("full")
-            os.makedirs(full)
-            keep = s.path("kept")
-            os.makedirs(keep)
-            pid, rc, out, err = run_fault(
-                s, kind, {"LUAJIT_PERF_DIR": full},
-                setup='mount -t tmpfs -o size=64k ljp-e2e-full "%s"' % full,
-                after='cp -a "%s"/. "%s"/; df -k "%s" | tail -1 > "%s/df"' % (full, keep, full, keep))
-            line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
-                                   r"No space left on device$" % pid)
-            dump = os.path.join(keep, "jit-%d.dump" % pid)
-            probs = jitdump.validate(dump)
-            check(probs == [], "the dump on the full filesystem is not valid: %s" % probs[:3])
-            n = len(loads_of(dump))
-            check(0 < n < NFUNCS, "%d loads in the dump on a 64 KiB filesystem" % n)
-            check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map (on /tmp) lacks functions")
-            line += " (dump kept %d loads, %d bytes)" % (n, os.path.getsize(dump))
-        elif kind == "enospc_map":
-            # A 16 KiB /tmp of its own: the perf map fills it mid-run. (The
-            # session directory is under /var/tmp for this test.)
-            pid, rc, out, err = run_fault(
-                s, kind, {},
-                setup=tmp_over('mount -t tmpfs -o size=16k,mode=1777 ljp-e2e-tmp /tmp',
-                               [LUAJIT, PROGS, s.dir]),
-                after='cp /tmp/perf-*.map "%s"/' % s.dir)
-            line = expect_one_line(kind, rc, out, err, want, r"^ljperf: perf map disabled: /tmp/perf-%d\.map: "
-                                   r"No space left on device$" % pid)
-            with open(s.path("perf-%d.map" % pid), "rb") as f:
-                raw = f.read()
-            check(raw.endswith(b"\n") and all(re.match(rb"^[0-9a-f]+ [0-9a-f]+ \S+$", l)
-                                               for l in raw.splitlines()),
-                  "the perf map on the full /tmp has a partial line at its end: %r" % raw[-80:])
-            nmap = len(raw.splitlines())
-            check(0 < nmap < NFUNCS, "%d lines in the perf map on a 16 KiB /tmp" % nmap)
-            labels = {l.name for l in loads_of(s.dump_path(pid)) if GEN_FN.match(l.name)}
-            check(len(labels) == NFUNCS, "the jitdump has %d functions, want %d" % (len(labels), NFUNCS))
-            line += " (map kept %d whole lines, %d bytes)" % (nmap, len(raw))
-        elif kind == "erofs":
-            ro = s.path("ro")
-            os.makedirs(ro)
-            pid, rc, out, err = run_fault(
-                s, kind, {"LUAJIT_PERF_DIR": ro},
-                setup='mount -t tmpfs -o size=1m,ro ljp-e2e-ro "%s"' % ro)
-            line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
-                                   r"Read-only file system$" % pid)
-            check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
-        elif kind == "eacces":
-            d = s.path("locked")
-            os.makedirs(d)
-            os.chmod(d, 0o555)
-            os.chmod(s.dir, 0o755)
-            pid, rc, out, err = run_fault(
-                s, kind, {"LUAJIT_PERF_DIR": d},
-                prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
-            line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
-                                   r"Permission denied$" % pid)
-            check(os.listdir(d) == [], "files in the unwritable directory: %s" % os.listdir(d))
-            check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
-        elif kind == "nodir":
-            pid, rc, out, err = run_fault(s, kind, {"LUAJIT_PERF_DIR": s.path("no/such/dir")})
-            line = expect_one_line(kind, rc, out, err, want, r"^ljperf: jitdump disabled: .*/jit-%d\.dump: "
-                                   r"No such file or directory$" % pid)
-            check(len(gen_labels(map_loads(pid))) == NFUNCS, "the perf map lacks functions: %d of %d" % (len(gen_labels(map_loads(pid))), NFUNCS))
-        else:
+        fault = FAULTS.get(kind)
+        if fault is None:
             T.fail("unknown fault " + kind)
+        line = fault(s, kind, want)
         info("fault.%s: output unchanged, one stderr line: %s" % (kind, line))
         for d in s.dumps():
             check(jitdump.validate(d) == [], "%s: %s" % (d, jitdump.validate(d)[:3]))

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """pprof writing cost next to lj_merge (not a ctest).
 
-usage: bench.py [--min-lines N] [--stacks N]
+usage: python3 -m tests.pprof.bench [--min-lines N] [--stacks N]   (from the source root)
 
 1. lj_merge's benchmark input (tests/lj_merge/bench.py: >= N perf script
    lines from the fixtures) through lj_merge --lines --jit-tag --tid into
    folded stacks; then the same folded stacks written as pprof in process
-   (perf-script/pprof.py: parse + Profile.add + write) against writing them
+   (ljperf/pprof.py: parse + Profile.add + write) against writing them
    as folded text. Best of 3 each.
 2. Synthetic: --stacks distinct stacks of 30 frames (Lua names with lines)
    drawn from 3000 distinct frames (locations shared, as in a real
@@ -23,10 +23,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "perf-script"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "lj_merge"))
-import bench as lj_bench  # noqa: E402  (after the sys.path.insert above)
-import pprof  # noqa: E402  (after the sys.path.insert above)
+from tests.lj_merge import bench as lj_bench
+from ljperf import pprof
 
 
 def cpu():

@@ -27,10 +27,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "ljperf"))
-sys.path.insert(0, os.path.join(ROOT, "perf-script"))
-import ljperf_testlib as t  # noqa: E402  (after the sys.path.insert above)
-import pprof  # noqa: E402  (after the sys.path.insert above)
+from tests.ljperf import ljperf_testlib as t
+from ljperf import pprof
 
 PPROF_PY = os.path.join(ROOT, "perf-script", "pprof.py")
 
@@ -167,10 +165,19 @@ def lj_merge_pprof(s):
     raw = go_pprof(["-raw"], nobx)      # plain perf script prints the event
     t.check("Period: 2004008" in raw and re.search(r"^\s*\d+ +\d+: ", raw, re.M) is not None,
             "-raw: the period is perf's, samples carry both values")
-    # jit.lua, JIT on, 19 samples: the lines of trace code from the
-    # jitdump: leaf's loop 5 (flat 8), concat's string.format loop 15 (3
-    # samples under it) and table.concat 16 (1); callers' records: mid calls
-    # leaf at 10 (7), the main chunk calls mid at 21 (7) and concat at 22 (12).
+    jit = jit_lines(s)
+    for d, name, prof in ((INTERP, "interp.lua", out), (JIT, "jit.lua", jit)):
+        args = ["--format", "pprof", "--lines", "--jitdump", d] + (["--jit-tag"] if d == JIT else [])
+        t.check(lj_merge(s, args, os.path.join(d, "injectF.txt"), s.path("lines.pb.gz")) ==
+                open(prof, "rb").read(), "%s: --lines changes nothing in the profile" % name)
+
+
+def jit_lines(s):
+    """jit.lua, JIT on, 19 samples: the lines of trace code from the
+    jitdump: leaf's loop 5 (flat 8), concat's string.format loop 15 (3
+    samples under it) and table.concat 16 (1); callers' records: mid calls
+    leaf at 10 (7), the main chunk calls mid at 21 (7) and concat at 22 (12).
+    Returns the profile's path."""
     jit = s.path("jit.pb.gz")
     lj_merge(s, ["--format", "pprof", "--jit-tag", "--jitdump", JIT],
              os.path.join(JIT, "injectF.txt"), jit)
@@ -183,10 +190,7 @@ def lj_merge_pprof(s):
                           ("jit.lua:0 jit.lua:22", 0, 12)):
         t.check(rows.get(fn, (None,) * 4)[0::2] == (flat, cum),
                 "-top -lines, JIT: %s flat %d cum %d (%s)" % (fn, flat, cum, rows.get(fn)))
-    for d, name, prof in ((INTERP, "interp.lua", out), (JIT, "jit.lua", jit)):
-        args = ["--format", "pprof", "--lines", "--jitdump", d] + (["--jit-tag"] if d == JIT else [])
-        t.check(lj_merge(s, args, os.path.join(d, "injectF.txt"), s.path("lines.pb.gz")) ==
-                open(prof, "rb").read(), "%s: --lines changes nothing in the profile" % name)
+    return jit
 
 
 def units():

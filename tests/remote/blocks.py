@@ -10,8 +10,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "ljperf"))
-import ljremote  # noqa: E402  (after the sys.path.insert above)
+from ljperf import remote as ljremote
 
 
 def block(version):

@@ -57,11 +57,9 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "ljperf"))
-import ljperf_testlib as t  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "ljperf"))
-from ljperf import children_of  # noqa: E402
-import ljremote  # noqa: E402
+from tests.ljperf import ljperf_testlib as t
+from ljperf.procs import children_of
+from ljperf import remote as ljremote
 
 LEASE_BOUND = 5.0   # lease (3 s) + renewal period (1 s) + a poll, rounded up
 

@@ -32,8 +32,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
-import ljptest  # noqa: E402  (dump_pids)
+from tests.lib import ljptest  # dump_pids
 
 # The tests are those of the tree's test/app-tap directory (each version has
 # its own set), less these, which need what test-run or Tarantool's own test
@@ -278,65 +277,82 @@ def main():
                 ('patched', args.tarantool, False), ('patched+PERF', args.tarantool, True)]
     failures = 0
     for test in tests:
-        expected = None
-        result_file = os.path.join(source, 'test', 'app-tap', test + '.result')
-        if os.path.isfile(result_file):
-            with open(result_file, encoding='utf-8', errors='replace') as f:
-                expected = [x.rstrip() for x in f.read().splitlines()]
-        runs = []
-        for label, binary, perf in variants:
-            rc, out, err, secs = run_one(binary, source, test, perf, args.timeout)
-            runs.append(Run(label, rc, out, err, secs))
-        ref = runs[0]
-        ok, not_ok, plan = summarize(ref.lines)
-        passed = ref.passed(expected)
-        status = 'PASS' if passed else 'FAIL'
-        how = 'vs .result' if expected is not None else 'TAP'
-        diffs, reordered, renumbered = [], [], []
-        for r in runs[1:]:
-            if r.rc != ref.rc:
-                diffs.append('%s exit %s vs base exit %s' % (r.label, r.rc, ref.rc))
-            d = first_difference(ref.lines, r.lines)
-            if d and ref.tap and r.tap and blocks(ref.lines) == blocks(r.lines):
-                reordered.append(r.label)
-            elif d and unnumbered(ref.lines) == unnumbered(r.lines):
-                renumbered.append(r.label)
-            elif d:
-                diffs.append('%s line %d: %r vs base %r' % (r.label, d[0] + 1, d[2], d[1]))
-        if diffs:
-            same = 'DIFFERENT: ' + '; '.join(diffs)
-        else:
-            same = 'same results in all 4 runs'
-            notes = (['order differs in %s' % ', '.join(reordered)] if reordered else []) + \
-                (['numbers in names differ in %s' % ', '.join(renumbered)] if renumbered else [])
-            if notes:
-                same += ' (%s)' % '; '.join(notes)
-        what = ('%d ok, %d not ok, plan %s' % (ok, not_ok, plan) if ref.tap
-                else '%d stdout lines, no TAP' % len(ref.lines))
-        print('%-14s base %s %s (exit %s, %s, %.1f s) | %s'
-              % (test, status, how, ref.rc, what, ref.seconds, same))
-        if not passed:
-            if expected is not None:
-                d = first_difference(expected, [x.rstrip() for x in ref.stdout.splitlines()])
-                if d:
-                    print('    base vs .result line %d: %r, expected %r' % (d[0] + 1, d[2], d[1]))
-            for line in ref.lines:
-                if ref.tap and line.lstrip().startswith('not ok'):
-                    print('    base: %s' % line.strip())
-            last = ref.stderr.strip().splitlines()[-1:]
-            if last:
-                print('    base stderr: %s' % last[0][:200])
-        if diffs:
-            failures += 1
-        if args.verbose and (diffs or not passed):
-            for r in runs:
-                print('----- %s (exit %s) stdout -----' % (r.label, r.rc))
-                print(r.stdout.rstrip())
-                print('----- %s stderr -----' % r.label)
-                print(r.stderr.rstrip())
-        sys.stdout.flush()
+        failures += check_test(args, source, test, variants)
     return 1 if failures else 0
 
+
+def check_test(args, source, test, variants):
+    """Runs TEST on the four VARIANTS and prints its line; 1 if the runs
+    differ from the base run, else 0."""
+    expected = None
+    result_file = os.path.join(source, 'test', 'app-tap', test + '.result')
+    if os.path.isfile(result_file):
+        with open(result_file, encoding='utf-8', errors='replace') as f:
+            expected = [x.rstrip() for x in f.read().splitlines()]
+    runs = []
+    for label, binary, perf in variants:
+        rc, out, err, secs = run_one(binary, source, test, perf, args.timeout)
+        runs.append(Run(label, rc, out, err, secs))
+    ref = runs[0]
+    ok, not_ok, plan = summarize(ref.lines)
+    passed = ref.passed(expected)
+    status = 'PASS' if passed else 'FAIL'
+    how = 'vs .result' if expected is not None else 'TAP'
+    diffs, same = differences(ref, runs[1:])
+    what = ('%d ok, %d not ok, plan %s' % (ok, not_ok, plan) if ref.tap
+            else '%d stdout lines, no TAP' % len(ref.lines))
+    print('%-14s base %s %s (exit %s, %s, %.1f s) | %s'
+          % (test, status, how, ref.rc, what, ref.seconds, same))
+    if not passed:
+        explain(ref, expected)
+    if args.verbose and (diffs or not passed):
+        for r in runs:
+            print('----- %s (exit %s) stdout -----' % (r.label, r.rc))
+            print(r.stdout.rstrip())
+            print('----- %s stderr -----' % r.label)
+            print(r.stderr.rstrip())
+    sys.stdout.flush()
+    return 1 if diffs else 0
+
+
+def differences(ref, others):
+    """How the OTHERS runs differ from REF: (the differences, the line's
+    summary of them)."""
+    diffs, reordered, renumbered = [], [], []
+    for r in others:
+        if r.rc != ref.rc:
+            diffs.append('%s exit %s vs base exit %s' % (r.label, r.rc, ref.rc))
+        d = first_difference(ref.lines, r.lines)
+        if d and ref.tap and r.tap and blocks(ref.lines) == blocks(r.lines):
+            reordered.append(r.label)
+        elif d and unnumbered(ref.lines) == unnumbered(r.lines):
+            renumbered.append(r.label)
+        elif d:
+            diffs.append('%s line %d: %r vs base %r' % (r.label, d[0] + 1, d[2], d[1]))
+    if diffs:
+        same = 'DIFFERENT: ' + '; '.join(diffs)
+    else:
+        same = 'same results in all 4 runs'
+        notes = (['order differs in %s' % ', '.join(reordered)] if reordered else []) + \
+            (['numbers in names differ in %s' % ', '.join(renumbered)] if renumbered else [])
+        if notes:
+            same += ' (%s)' % '; '.join(notes)
+    return diffs, same
+
+
+def explain(ref, expected):
+    """Why the base run REF failed: its first difference from .result, its
+    `not ok` lines, its last stderr line."""
+    if expected is not None:
+        d = first_difference(expected, [x.rstrip() for x in ref.stdout.splitlines()])
+        if d:
+            print('    base vs .result line %d: %r, expected %r' % (d[0] + 1, d[2], d[1]))
+    for line in ref.lines:
+        if ref.tap and line.lstrip().startswith('not ok'):
+            print('    base: %s' % line.strip())
+    last = ref.stderr.strip().splitlines()[-1:]
+    if last:
+        print('    base stderr: %s' % last[0][:200])
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -186,10 +186,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
-sys.path.insert(0, os.path.join(ROOT, 'perf-script'))
-import perfscript  # noqa: E402  (the one perf script reader)
-sys.path.insert(0, os.path.join(ROOT, 'tests', 'lib'))
-import ljptest  # noqa: E402  (after the sys.path.insert above)
+from ljperf import perfscript  # the one perf script reader
+from tests.lib import ljptest
 
 ROOTS = {
     'main': 'main',
@@ -846,6 +844,32 @@ def root_check(res, args):
     return True, '%.2f%% of the %s reach main or a fiber/thread start' % (share, what)
 
 
+def judge(res, args, names, jit, label, verdicts):
+    """Prints the checks of one run (RES), and appends them and the negative
+    controls to VERDICTS ((ok, message) asserted; None: nothing asserted)."""
+    ok, msg = root_check(res, args)
+    print('  %s 1 roots: %s' % ('ok  ' if ok else 'BAD ', msg))
+    if verdicts is not None:
+        verdicts.append((ok, '%s: roots: %s' % (label, msg)))
+    for n, r in enumerate(run_checks(res['stacks'], names, jit), 2):
+        print('  %s %d %s: %s' % ('ok  ' if r.ok else 'BAD ', n, r.name, r.lines[0]))
+        for ln in r.lines[1:]:
+            print('         ' + ln)
+        for p in r.problems:
+            print('         problem: ' + p)
+        for ex in r.examples if not r.ok else []:
+            print('         e.g. ' + ex)
+        if verdicts is not None:
+            verdicts.append((r.ok, '%s: %s: %s' % (label, r.name,
+                                                   '; '.join(r.problems) or r.lines[0])))
+    if verdicts is not None:
+        for key, desc, r in run_controls(res['stacks'], names, jit):
+            print('  control %s (%s): %s' % (key, desc, 'fails, as it must' if not r.ok
+                                             else 'PASSES: the check cannot fail'))
+            verdicts.append((not r.ok, '%s: negative control %s (%s) %s'
+                             % (label, key, desc, 'fails' if not r.ok else 'passes')))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -903,27 +927,7 @@ def main():
         report(name, res)
         if args.keep:
             print('    kept: %s' % res['dir'])
-        ok, msg = root_check(res, args)
-        print('  %s 1 roots: %s' % ('ok  ' if ok else 'BAD ', msg))
-        if asserted:
-            verdicts.append((ok, '%s: roots: %s' % (label, msg)))
-        for n, r in enumerate(run_checks(res['stacks'], names, jit), 2):
-            print('  %s %d %s: %s' % ('ok  ' if r.ok else 'BAD ', n, r.name, r.lines[0]))
-            for ln in r.lines[1:]:
-                print('         ' + ln)
-            for p in r.problems:
-                print('         problem: ' + p)
-            for ex in r.examples if not r.ok else []:
-                print('         e.g. ' + ex)
-            if asserted:
-                verdicts.append((r.ok, '%s: %s: %s' % (label, r.name,
-                                                       '; '.join(r.problems) or r.lines[0])))
-        if asserted:
-            for key, desc, r in run_controls(res['stacks'], names, jit):
-                print('  control %s (%s): %s' % (key, desc, 'fails, as it must' if not r.ok
-                                                 else 'PASSES: the check cannot fail'))
-                verdicts.append((not r.ok, '%s: negative control %s (%s) %s'
-                                 % (label, key, desc, 'fails' if not r.ok else 'passes')))
+        judge(res, args, names, jit, label, verdicts if asserted else None)
         sys.stdout.flush()
 
     bad = [m for ok, m in verdicts if not ok]

@@ -35,15 +35,13 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 import time
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "remote"))
-import test_remote as tr  # noqa: E402  (its Reader, status checks, record)
-import e2e_perf  # noqa: E402  (its roots check)
+from tests.remote import test_remote as tr  # its Reader, status checks, record
+import e2e_perf  # its roots check
 
 t = tr.t                    # tests/ljperf/ljperf_testlib
 WORKLOAD = os.path.join(HERE, "remote.lua")

@@ -58,8 +58,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RPC = os.path.join(ROOT, 'examples', 'tarantool', 'rpc')
-sys.path.insert(0, HERE)
-import e2e_perf as E  # noqa: E402  (the one perf pipeline and folded reader)
+import e2e_perf as E  # the one perf pipeline and folded reader
 
 MIN_SAMPLES = 300
 MIN_HANDLER = 5.0       # % of all weight in handler stacks (start-up included)

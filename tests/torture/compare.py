@@ -28,8 +28,7 @@ import shlex
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import ljptest  # noqa: E402  (after the sys.path.insert above)
+from tests.lib import ljptest
 
 VALGRIND = ["valgrind", "--error-exitcode=99", "-q"]
 
@@ -106,7 +105,7 @@ def show_diff(name, base, patched):
     sys.stdout.write(out)
 
 
-def main():
+def make_parser():
     ap = argparse.ArgumentParser(
         description="Compare patched vs control runs byte for byte.",
         epilog="Arguments after -- are passed to both programs.")
@@ -136,7 +135,11 @@ def main():
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="print the commands and the control's output")
     ap.add_argument("args", nargs="*", help="arguments for both programs")
-    opts = ap.parse_args()
+    return ap
+
+
+def main():
+    opts = make_parser().parse_args()
 
     common = parse_env(opts.env, "--env")
     pextra = parse_env(opts.patched_env, "--patched-env")
@@ -174,6 +177,19 @@ def main():
     if opts.verbose:
         sys.stdout.write(ob.decode("utf-8", "backslashreplace"))
 
+    if mismatches(opts, (rb, ob, eb), (rp, op, ep)):
+        print("FAIL: %s" % " ".join(shlex.quote(a) for a in opts.args))
+        return 1
+    print("OK: identical (%s, %d bytes stdout, %d bytes stderr)" %
+          (describe_status(rb), len(ob), len(eb)))
+    return 0
+
+
+def mismatches(opts, base, patched):
+    """Prints how the control run BASE and the PATCHED one (status, stdout,
+    stderr) differ, and what the control did wrong; True if anything."""
+    rb, ob, eb = base
+    rp, op, ep = patched
     failed = False
     if rb != rp:
         print("MISMATCH exit status: base %s, patched %s" %
@@ -199,13 +215,7 @@ def main():
     if opts.require_output and not ob:
         print("control printed nothing on stdout")
         failed = True
-
-    if failed:
-        print("FAIL: %s" % " ".join(shlex.quote(a) for a in opts.args))
-        return 1
-    print("OK: identical (%s, %d bytes stdout, %d bytes stderr)" %
-          (describe_status(rb), len(ob), len(eb)))
-    return 0
+    return failed
 
 
 if __name__ == "__main__":

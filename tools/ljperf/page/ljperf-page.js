@@ -14,7 +14,7 @@
 **   unknown  light grey  addresses nothing names
 **   search matches: magenta
 **
-** Diff mode (`ljperf diff`, data.mode "diff", see tools/ljperf/diff.py):
+** Diff mode (`ljperf diff`, data.mode "diff", see ljperf/diff.py):
 ** each node also has a (BEFORE's weight) and b (AFTER's), v is the mean of
 ** the two shares; frames are red where the share grew, blue where it
 ** shrank (deeper linearly with |change| / data.maxDelta, so noise stays

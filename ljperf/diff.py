@@ -17,13 +17,15 @@ Normalised (default): a frame's value is its share of its profile's total
 weight, the change is in percentage points of all samples. --absolute: raw
 weights (for two recordings of the same length and rate).
 
-Called by ljperf.py (`cmd_diff`), which passes itself as LJ for the folded
-reader, frame kinds and the page writer.
+Called by ljperf.cli (`ljperf diff`); draws with ljperf.render.
 """
 
 import json
 import os
 import sys
+
+from ljperf import render
+from ljperf.messages import Fail, read_text, say
 
 SCALE = 1e6          # normalised widths: shares in millionths (the renderer's v)
 
@@ -31,7 +33,7 @@ SCALE = 1e6          # normalised widths: shares in millionths (the renderer's v
 class Side:
     """One profile: its stacks [(frames, weight)], kinds, title, event."""
 
-    def __init__(self, path, lj):
+    def __init__(self, path):
         self.path = path
         kinds_path = None
         meta = {}
@@ -39,19 +41,19 @@ class Side:
             folded = os.path.join(path, "profile.folded")
             kinds_path = os.path.join(path, "profile.kinds")
             try:
-                meta = json.loads(lj.read_text(os.path.join(path, "ljperf.json")) or "{}")
+                meta = json.loads(read_text(os.path.join(path, "ljperf.json")) or "{}")
             except ValueError:
                 meta = {}
         else:
             folded = path
         if not os.path.isfile(folded):
-            raise lj.Fail("%s: no folded profile (%s): give an ljperf output directory "
+            raise Fail("%s: no folded profile (%s): give an ljperf output directory "
                           "or a folded file" % (path, folded))
         try:
-            self.stacks = lj.load_folded(folded)
+            self.stacks = render.load_folded(folded)
         except OSError as e:
-            raise lj.Fail("cannot read %s: %s" % (folded, e.strerror or e))
-        self.kinds = lj.load_kinds(kinds_path) if kinds_path else {}
+            raise Fail("cannot read %s: %s" % (folded, e.strerror or e))
+        self.kinds = render.load_kinds(kinds_path) if kinds_path else {}
         self.total = sum(w for _, w in self.stacks)
         self.title = os.path.basename(os.path.normpath(path))
         self.command = meta.get("title")
@@ -82,7 +84,7 @@ def _num(v):
     return str(int(v)) if float(v).is_integer() else repr(v)
 
 
-def diff_tree(before, after, lj, absolute=False):
+def diff_tree(before, after, absolute=False):
     """The renderer's tree of both profiles: {n, k, a: BEFORE's weight,
     b: AFTER's, v: width (mean of the two shares, or of the two weights
     with ABSOLUTE), c}; and the largest |change| of a frame below the
@@ -90,8 +92,8 @@ def diff_tree(before, after, lj, absolute=False):
     kinds = dict(after.kinds)
     for k, v in before.kinds.items():
         kinds.setdefault(k, set()).update(v)
-    ta, _ = lj.build_tree(before.stacks, kinds)
-    tb, _ = lj.build_tree(after.stacks, kinds)
+    ta, _ = render.build_tree(before.stacks, kinds)
+    tb, _ = render.build_tree(after.stacks, kinds)
     na = before.total or 1
     nb = after.total or 1
 
@@ -124,8 +126,8 @@ def diff_tree(before, after, lj, absolute=False):
     return top, biggest
 
 
-def write_html(before, after, out, lj, absolute=False):
-    tree, biggest = diff_tree(before, after, lj, absolute)
+def write_html(before, after, out, absolute=False):
+    tree, biggest = diff_tree(before, after, absolute)
     # ljperf.json names the event asked for, not always the one recorded
     # (cpu-clock without a PMU): weights are shown without a unit.
     data = {"mode": "diff", "absolute": bool(absolute), "tree": tree,
@@ -136,15 +138,15 @@ def write_html(before, after, out, lj, absolute=False):
                       "command": after.command},
             "event": None, "unit": "", "weightName": "weight",
             "maxDelta": biggest, "total": tree["v"], "kindSelf": {}}
-    lj.write_page(data, "diff " + data["title"], out)
+    render.write_page(data, "diff " + data["title"], out)
 
 
-def run(opts, lj):
+def run(opts):
     """ljperf diff (opts: before, after, output, absolute, format)."""
-    before, after = Side(opts.before, lj), Side(opts.after, lj)
+    before, after = Side(opts.before), Side(opts.after)
     for side in (before, after):
         if not side.stacks:
-            raise lj.Fail("%s: the profile is empty" % side.path)
+            raise Fail("%s: the profile is empty" % side.path)
     if opts.format == "folded":
         lines = folded_lines(before, after, opts.absolute)
         if opts.output:
@@ -154,6 +156,6 @@ def run(opts, lj):
             sys.stdout.writelines(lines)
         return 0
     out = os.path.abspath(opts.output or "diff.html")
-    write_html(before, after, out, lj, opts.absolute)
-    lj.say("diff flame graph %s" % out)
+    write_html(before, after, out, opts.absolute)
+    say("diff flame graph %s" % out)
     return 0

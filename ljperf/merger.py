@@ -14,9 +14,9 @@ Invariants:
 
 import os
 
-from perfscript import Event, is_srcline, time_end_ns
-from ljframes import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN, interp_pc,
-                      make_frame, name_frame)
+from ljperf.perfscript import Event, is_srcline, time_end_ns
+from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
+                           interp_pc, make_frame, name_frame)
 
 # A Lua frame record's ret is the return PC into the function's callee, or,
 # before it made a call (or when the VM rebuilt the record), the address
@@ -193,20 +193,20 @@ class Folder:
         out.reverse()
         return out
 
-    def leaf_line(self, frames, bx):
-        """Line of BX (the PC register's value) in the innermost Lua function, if BX is inside it and
-        only VM code or frameless VM helpers (lj_vm_mod...) run above it:
-        there BX is the interpreter's PC, while the function's own record
-        still holds its first instruction."""
+    def leaf_line(self, frames, pc):
+        """Line of PC (the PC register's value, R13) in the innermost Lua
+        function, if PC is inside it and only VM code or frameless VM
+        helpers (lj_vm_mod...) run above it: there PC is the interpreter's,
+        while the function's own record still holds its first instruction."""
         for fr in frames:
             if fr.interp:
                 continue
             if fr.kind != K_LUA:
                 return None
             ld = fr.load or self.res.load_of(fr)
-            if ld is None or not (ld.addr <= bx < ld.end):
+            if ld is None or not (ld.addr <= pc < ld.end):
                 return None
-            return ld.line_at(bx)
+            return ld.line_at(pc)
         return None
 
 
@@ -236,7 +236,7 @@ class Merger:
         --lines (pprof); then the PC register is read too."""
         self.res = resolver
         self.folder = Folder(opts, resolver, lines)
-        self.want_bx = self.folder.lines
+        self.want_pc = self.folder.lines
         # --event NAME filters while reading, "all" not at all; by default
         # settle() keeps the event with the most samples (a damaged first
         # sample must not decide).
@@ -251,7 +251,7 @@ class Merger:
         self.sole_pid = False      # not looked up yet (input without pid/tid)
         self.bad = 0               # malformed callchain lines
         self.dropped = 0           # samples dropped on an internal inconsistency
-        self.bx_seen = False       # a register line read for the leaf's line
+        self.pc_seen = False       # a register line read for the leaf's line
         self.other_events = 0
         self.t_first = self.t_last = None   # sample times as perf printed them
 
@@ -325,7 +325,7 @@ class Merger:
         ccache = self.ccache
         ev_fixed = self.ev_filter if self.ev_fixed else None
         ev_key = not self.ev_fixed     # settle() picks the event at the end
-        want_bx = self.want_bx
+        want_pc = self.want_pc
         res = self.res
         last = None                    # the batch's last sample time
         for s in batch:
@@ -356,11 +356,11 @@ class Merger:
                     else:
                         fl = self._resolve(fl, memo, pid, time)
                 leaf = None
-                if regs is not None and want_bx and fl and fl[0].interp:
-                    self.bx_seen = True
-                    bx = interp_pc(regs)
-                    if bx is not None:
-                        leaf = self.folder.leaf_line(fl, bx)
+                if regs is not None and want_pc and fl and fl[0].interp:
+                    self.pc_seen = True
+                    pc = interp_pc(regs)
+                    if pc is not None:
+                        leaf = self.folder.leaf_line(fl, pc)
             except Exception:          # noqa: BLE001 -- one sample, not the run
                 self.dropped += 1
                 continue

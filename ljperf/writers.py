@@ -21,7 +21,7 @@ register), and its name in WRITERS.
 
 import json
 
-import pprof
+from ljperf import pprof
 
 
 class Folded:

@@ -10,7 +10,7 @@ lua_State of the process polls it at its GC steps and trace exits and acts
 when `seq` changed: we do not wait for that (perf samples from the start),
 a thread watches the acks and says when each process has switched on. A
 process that has not switched all its Lua states on after KICK_AFTER while
-it uses CPU (a loop that reaches no poll) is kicked (ljkick.py). A
+it uses CPU (a loop that reaches no poll) is kicked (kick.py). A
 request holds while its lease (`deadline`, CLOCK_MONOTONIC ns) has not
 lapsed: the same thread renews it every RENEW seconds; if we die, the
 process switches off by itself at its first safe point after it.
@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 
-import ljkick
+from ljperf import kick
 
 MAGIC = b"\x7fLuaJIT-perfctl\0"
 VERSION = 2
@@ -238,11 +238,11 @@ class RemoteSwitch:
                 if b.read()["version"] < VERSION:
                     self.kick_error[b.pid] = "its LuaJIT predates the kick"
                     continue
-                ljkick.kick(b.pid, b.read)
+                kick.kick(b.pid, b.read)
                 self.kicks[b.pid] = self.kicks.get(b.pid, 0) + 1
-            except ljkick.KickError as e:
+            except kick.KickError as e:
                 self.kick_error[b.pid] = str(e)
-            except (ljkick.KickRetry, OSError):
+            except (kick.KickRetry, OSError):
                 pass                        # not now, or exited: the acks say so
             except Exception as e:          # never the lease's thread: say it
                 self.kick_error[b.pid] = "internal error: %r" % (e,)

@@ -6,7 +6,7 @@ VM_PREFIXES); nothing else decides what a frame is."""
 import os
 import re
 
-from perfscript import parse_reg, split_frame
+from ljperf.perfscript import parse_reg, split_frame
 
 # The interpreter's bytecode PC register (vm_patch 0001: rbx holds RB, rbp
 # is the frame pointer). PC_USER_REGS is for perf record --user-regs=;
@@ -54,7 +54,7 @@ _FFI_PLUMBING = frozenset(("lj_ccall_func", "lj_ccallback_enter",
                            "lj_ccallback_leave"))
 # VM frames where the PC register (R13) is not the interpreter's bytecode PC:
 # entries from C, the FFI (C code runs above them) and trace exits.
-_NO_BX = frozenset(("lj_vm_ffi_call", "lj_vm_ffi_callback", "lj_vm_pcall",
+_NOT_PC = frozenset(("lj_vm_ffi_call", "lj_vm_ffi_callback", "lj_vm_pcall",
                     "lj_vm_cpcall", "lj_vm_call", "lj_vm_resume",
                     "lj_vm_exit_handler"))
 # Library prefixes of LuaJIT's fast functions / library C functions
@@ -222,7 +222,7 @@ def _frame(addr, sym, off, dso):
             return fr
         if sym.startswith(VM_PREFIXES):
             fr = Fr(K_VM, sym)
-            fr.interp = base not in _NO_BX
+            fr.interp = base not in _NOT_PC
             return fr
         if base in _FFI_PLUMBING:
             fr = Fr(K_VM, sym)

@@ -11,9 +11,9 @@ user address) as of a sample's time, with fork/exec inheritance.
 import os
 from bisect import bisect_right
 
-import jitdump
-import jitinline
-from ljframes import K_C, clean_name, name_frame, parse_trace_name
+from ljperf import inline
+from ljperf import jitdump
+from ljperf.frames import K_C, clean_name, name_frame, parse_trace_name
 
 class Load:
     """One CODE_LOAD (plus the DEBUG_INFO written before it)."""
@@ -109,7 +109,7 @@ class Dump:
         return c
 
     def add_inline(self, traces):
-        """Attaches jitinline Traces to their trace loads: LOAD.inl =
+        """Attaches inline.Trace objects to their trace loads: LOAD.inl =
         (range offsets, per range the Lua frames innermost first, the
         root frame last; None: the root frame only), and notes which
         traces jump into which root trace (link_path)."""
@@ -119,7 +119,7 @@ class Dump:
             ld = self.by_index.get(t.index)
             if ld is None or ld.addr != t.addr or ld.size != t.size:
                 continue
-            frames = [self._lua_frames(st, ld.ts) for st in jitinline.stacks(t)]
+            frames = [self._lua_frames(st, ld.ts) for st in inline.stacks(t)]
             ld.inl = ([off for off, _ in t.ranges],
                       [frames[n - 1] if n else None for _, n in t.ranges])
             ld.traceno, ld.root, ld.dump = t.traceno, t.root, self
@@ -201,7 +201,7 @@ def load_dump(path):
     ipath = path + ".inline"
     if os.path.isfile(ipath):
         try:
-            d.add_inline(jitinline.read(ipath))
+            d.add_inline(inline.read(ipath))
         except (OSError, ValueError) as e:
             warnings.append("%s: %s" % (ipath, one_line(e)))
     return d

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reader and checker for perf jitdump files (jit-PID.dump), standard library only.
 
-API (small on purpose; perf-script/lj_merge.py imports it):
+API (small on purpose; lj_merge and ljperf import it):
 
     read(path, strict=False)  -> iterator: one Header, then the records in file order
         Header(magic, version, elf_mach, pid, timestamp, flags)
@@ -25,7 +25,9 @@ truncated trailing record (what a crash mid-write leaves) ends the iteration
 silently, unless strict=True, which raises for it too.
 
 Command line:  jitdump.py FILE [-v]   prints a summary (-v: every record) or the
-problems found by validate(); exit status 1 if there are problems.
+problems found by validate(); exit status 1 if there are problems. Also
+`python3 -m ljperf.jitdump`; it imports nothing from the package, so the
+emitter tests run this file by its path.
 """
 
 import collections

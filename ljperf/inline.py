@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Reader for jit-PID.dump.inline, standard library only: the Lua frames
 behind each range of a JIT trace's machine code, written by the patched VM
 next to its jitdump (format: emitter/inline.c).
@@ -23,7 +22,7 @@ API:
 
 A damaged header raises ValueError; a damaged or truncated record ends the
 iteration (what a process killed mid-write leaves). Command line:
-jitinline.py FILE prints each trace.
+`python3 -m ljperf.inline FILE` prints each trace.
 """
 
 import collections
@@ -88,7 +87,7 @@ def stacks(trace):
 
 def main(argv):
     if len(argv) != 2 or argv[1] in ("-h", "--help"):
-        print("usage: jitinline.py FILE   (prints each trace's ranges)")
+        print("usage: python3 -m ljperf.inline FILE   (prints each trace's ranges)")
         return 0 if len(argv) == 2 else 2
     try:
         for t in read(argv[1]):
@@ -98,7 +97,7 @@ def main(argv):
                 print("  +%#x %s" % (off, " < ".join("%#x" % p for p in st[node - 1])
                                      if node else "root"))
     except (OSError, ValueError) as e:
-        print("jitinline.py: %s" % e, file=sys.stderr)
+        print("ljperf.inline: %s" % e, file=sys.stderr)
         return 1
     return 0
 

@@ -1,0 +1,368 @@
+"""lj_merge: fold `perf script` output into flame-graph stacks, with the Lua
+frames of a ljperf-patched LuaJIT spliced into the host (C) stacks.
+
+  perf record -k mono -g --call-graph fp --user-regs=r13 luajit app.lua
+  perf inject --jit -i perf.data -o perf.jit.data        # optional
+  perf script -i perf.jit.data | lj_merge > out.folded
+  flamegraph.pl out.folded > out.svg
+
+perf script fields (-F) and what each enables
+---------------------------------------------
+  comm            root frame of every stack (required for useful output)
+  pid, tid        per-process resolution (jit-PID.dump, perf-PID.map) and the
+                  --pid / --tid roots. Plain `perf script` prints only the tid:
+                  threads other than the main one are then mapped to their
+                  process through the tids recorded in the jitdump files.
+  time            picks the jitdump CODE_LOAD that was live at the sample's
+                  time when code addresses are reused (without it the newest
+                  load wins). With `-k mono` perf time is CLOCK_MONOTONIC
+                  seconds, the jitdump timestamps are the same clock in ns.
+  period          weights: each stack counts its period (e.g. ns for
+                  cpu-clock); without it every sample counts 1.
+  event           samples of the event with the most samples are kept (see --event).
+  ip,sym,symoff,dso
+                  the callchain (needs `perf record -g`). symoff is used to
+                  place Lua frames inside their function for their lines
+                  (--lines, pprof).
+  uregs           with R13 recorded (`--user-regs=r13`), for --lines and
+                  pprof: the exact line running in the innermost Lua
+                  function when the sample hit the interpreter (R13 is the
+                  VM's bytecode PC; BX in recordings of ljperf before
+                  2026-11), else the function's frame record only tells its
+                  first line.
+  --show-task-events (not a field): fork, thread and exec events. A forked
+                  child that loads no code of its own writes no jit-PID.dump:
+                  with these events its frames are named from its parent's
+                  dump (loads made before the fork), without them they stay
+                  [unknown] unless perf inject named them.
+  Recommended: perf script -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs \\
+                 --show-task-events
+
+Frames
+------
+  Lua functions  `NAME@CHUNK:LINE` or `CHUNK:LINE` (LINE = definition line);
+                 with --lines `LABEL:CURLINE`: the line of the call for a
+                 caller, the PC register's line for the running function, `?` when the
+                 function has made no call and the PC register does not tell (no uregs,
+                 or it runs a trace). pprof output carries that line (0 for
+                 `?`) beside the name, with or without --lines. Named by
+                 `perf inject --jit` (DSO jitted-PID-N.so) or, when perf prints [unknown], by
+                 lj_merge from jit-PID.dump (or perf-PID.map) itself: the
+                 output is the same with or without inject. The jitdump is
+                 always preferred: it is time-aware. perf-PID.map is only a
+                 fallback (no dump for that process): it has no time, and
+                 when an address range is described again under a new name
+                 (code freed and reloaded at the same address) perf applies
+                 the FIRST line for the whole session, lj_merge the LAST;
+                 either can be wrong for some samples.
+  JIT traces     `TRACE_N::CHUNK:LINE::OWNER` becomes OWNER (`_[j]` appended
+                 with --jit-tag); a caller frame of the same function right
+                 below it (where the trace was entered) is merged into it.
+                 Above OWNER come the Lua functions the trace inlined at the
+                 sampled address (or at the call, for a trace that called C),
+                 in call order, each a trace frame too, from
+                 jit-PID.dump.inline next to the jitdump (without that file:
+                 OWNER alone). Each one has its own line (--lines,
+                 pprof). Frames that other traces made before jumping into this one are put
+                 under it when the traces that jump in agree on them; a
+                 trace that returned below the frame it started in shows the
+                 caller it returned to.
+  VM plumbing    lj_BC_*, lj_vm_*, lj_cont_*, lj_vmeta_*, lj_fff_* are dropped
+                 (kept with --keep-vm), and so is the FFI call machinery
+                 (lj_ccall_func with the ffi.meta___call right below it,
+                 lj_ccallback_enter/leave): an FFI call shows as
+                 caller;callee, from the interpreter as from a trace.
+  VM helpers     lj_vm_mod, lj_vm_modi, lj_vm_floor... (arithmetic) stay, as
+                 C frames: they set up no frame, so their caller is missing
+                 from the chain; called from a trace, that caller is the trace
+                 and the helper then sits right on the Lua frame the trace
+                 was entered from.
+  builtins       lj_ff_string_byte / lj_ffh_* / lj_cf_* become string.byte etc.
+  C frames       as perf names them; argument lists are cut, `;` becomes `:`,
+                 an unnamed frame in a known DSO becomes [dso-basename].
+  [no call chain] a sample perf printed without frames: it drops a whole
+                 chain holding a value in -4095..-1 (garbage read through
+                 code without frame pointers).
+
+Robustness: malformed or truncated lines are skipped and counted (one
+summary line on stderr); a sample lj_merge cannot make sense of is dropped
+and counted, never the run. What the input lacks (-F fields) and what that
+costs is said once on stderr ("note:").
+"""
+
+
+import argparse
+import errno
+import gc
+import os
+import signal
+import sys
+
+from ljperf import writers
+from ljperf.merger import Merger
+from ljperf.perfscript import Reader
+from ljperf.resolve import Resolver, one_line
+
+PROG = "lj_merge"
+
+# What a missing -F field costs, said once (only when it costs something).
+_LACKS = (
+    ("comm", "without comm: every root frame is [unknown]"),
+    ("period", "without period: every sample counts 1"),
+    ("sym", "without sym: C frames are [DSO] or [unknown]"),
+    ("dso", "without dso: frames perf inject named are taken for C frames"),
+)
+
+
+def lacks(fields, merger, res, opts):
+    """Notes on what the input lacks and what that costs (FIELDS: what its
+    first sample shows)."""
+    out = [msg for f, msg in _LACKS if f not in fields]
+    if "pid" not in fields and "tid" not in fields:
+        sole = merger.sole_pid
+        out.append("without pid and tid: one process assumed%s" % (
+            " (jit-%d.dump)" % sole if sole else
+            ", but no single jit-PID.dump found" if sole is None else ""))
+    if "time" not in fields and any(d is not None for d in res.dumps.values()):
+        out.append("without time: where code addresses were reused the newest load "
+                   "names them")
+    if "uregs" not in fields and not merger.pc_seen:
+        if opts.lines:
+            out.append("without uregs: the running Lua function's line is its call's or `?`")
+        elif wants_lines(opts):
+            out.append("without uregs: in pprof the running Lua function's line is its "
+                       "call's or 0 (unknown)")
+    return out
+
+
+def wants_lines(opts):
+    """Whether a writer of OPTS carries each Lua frame's line without
+    --lines (pprof: Location lines, so folded names stay as they are)."""
+    return bool(opts.pprof) or writers.WRITERS[opts.format].LINES
+
+
+def merge(f, opts, warn):
+    """Reads perf script text from the binary file F. Returns (the Merger,
+    the Reader's Stats, the Resolver)."""
+    res = Resolver(opts.jitdump, warn)
+    merger = Merger(opts, res, wants_lines(opts))
+    rd = Reader(f)
+    for batch in rd.batches():
+        merger.feed(batch)
+    if res.nodump and any(v is not None for v in res.dumps.values()):
+        ps = sorted(res.nodump)
+        warn("no jit-PID.dump for pid %s%s: their Lua frames stay [unknown] (a forked "
+             "child that loaded no code of its own uses its parent's dump when perf "
+             "script runs with --show-task-events)"
+             % (", ".join(map(str, ps[:5])), ", ..." if len(ps) > 5 else ""))
+    return merger, rd.stats, res
+
+
+def write(merger, opts, meta, out):
+    """Feeds every stack to the writers of OPTS; returns the --kinds and
+    --pprof writers (or None) for the caller to finish."""
+    root_mode = 2 if opts.tid else (1 if opts.pid else 0)
+    main_w = writers.WRITERS[opts.format](meta)
+    ws = [main_w]
+    kinds_w = writers.Kinds(meta) if opts.kinds else None
+    if kinds_w is not None:
+        ws.append(kinds_w)
+    pprof_w = writers.Pprof(meta) if opts.pprof else None
+    if pprof_w is not None:
+        ws.append(pprof_w)
+    for st in merger.stacks(root_mode):
+        for w in ws:
+            w.stack(*st)
+    main_w.finish(out)
+    return kinds_w, pprof_w
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.stderr.write("%s: error: %s (see --help)\n" % (PROG, message))
+        sys.exit(2)
+
+
+def make_parser():
+    p = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                description=__doc__.split("Robustness:")[0],
+                epilog="Robustness: malformed or truncated input lines are skipped "
+                       "and counted (one summary line on stderr); samples that make no "
+                       "sense are dropped and counted. Empty input gives empty output "
+                       "and a warning. Exit status: 0 ok (also with skipped lines or "
+                       "dropped samples), 1 I/O error (input, output, --kinds, --pprof), 2 bad "
+                       "arguments, 3 internal error (a bug: please report it), 130 "
+                       "interrupted, 141 output pipe closed (SIGPIPE).")
+    p.add_argument("input", nargs="?", default="-",
+                   help="perf script text (default: stdin)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--format", choices=("folded", "speedscope", "pprof"), default="folded",
+                   help="folded stacks `root;...;leaf COUNT` (default), speedscope "
+                        "JSON (one sampled profile per root frame) or pprof (gzipped "
+                        "profile.proto for go tool pprof, Pyroscope, Parca: binary, "
+                        "to -o FILE or a redirected stdout; every Lua location with "
+                        "its current line, without --lines too)")
+    p.add_argument("--pid", action="store_true",
+                   help="root frame comm-PID (one tree per process; default: comm)")
+    p.add_argument("--tid", action="store_true",
+                   help="root frame comm-PID/TID (one tree per thread)")
+    p.add_argument("--lines", action="store_true",
+                   help="Lua frames as LABEL:CURLINE in folded and speedscope output "
+                        "(current line, from the jitdump's DEBUG_INFO; the leaf from R13 "
+                        "with -F uregs); pprof carries it always")
+    p.add_argument("--jit-tag", action="store_true",
+                   help="append _[j] to frames running as JIT traces")
+    p.add_argument("--keep-vm", action="store_true",
+                   help="keep VM plumbing frames (lj_BC_*, lj_vm_*, lj_cont_*, "
+                        "lj_vmeta_*, lj_fff_*)")
+    p.add_argument("--jitdump", metavar="DIR",
+                   help="where jit-PID.dump (and perf-PID.map) files are, or one "
+                        "jit-PID.dump file; then nothing else is searched. Default: the "
+                        "directories the input shows (jit-PID.dump mmap with perf script "
+                        "--show-mmap-events, jitted-*.so DSOs of perf inject), "
+                        "$LUAJIT_PERF_DIR, then /tmp. Needed for Lua frames printed as "
+                        "[unknown] (no inject) and for lines (--lines, pprof)")
+    p.add_argument("--kinds", metavar="FILE",
+                   help="also write what each printed frame is, one `KIND<TAB>NAME` "
+                        "line per frame name: root (comm), lua, trace, builtin, vm, "
+                        "c or kernel (used by ljperf to colour flame graphs)")
+    p.add_argument("--pprof", metavar="FILE",
+                   help="also write the profile as pprof (gzipped profile.proto, with "
+                        "every Lua location's current line) to FILE, in the same pass")
+    p.add_argument("--event", metavar="NAME",
+                   help="keep samples of this event (default: the event with the most "
+                        "samples; 'all' keeps every sample)")
+    return p
+
+
+def open_input(path):
+    """The binary input file, or an error message."""
+    if path == "-":
+        return sys.stdin.buffer, None
+    if os.path.isdir(path):
+        return None, "cannot read %s: is a directory" % path
+    try:
+        return open(path, "rb"), None
+    except OSError as e:
+        return None, "cannot open %s: %s" % (path, e.strerror)
+
+
+def write_outputs(merger, opts, event):
+    """The main output, --kinds and --pprof; an error message or None."""
+    meta = {"event": event, "span": merger.span(),
+            "name": os.path.basename(opts.input) if opts.input != "-" else "perf script"}
+    binary = getattr(writers.WRITERS[opts.format], "BINARY", False)
+    if binary and not opts.output and sys.stdout.isatty():
+        return "%s output is binary: give -o FILE or redirect stdout" % opts.format
+    out = None
+    try:
+        if binary:
+            out = open(opts.output, "wb") if opts.output else sys.stdout.buffer
+        else:
+            out = (open(opts.output, "w", encoding="utf-8", errors="replace")
+                   if opts.output else sys.stdout)
+        kinds, prof = write(merger, opts, meta, out)
+        out.flush()
+    except OSError as e:
+        if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
+            raise
+        return "write error: %s" % (e.strerror or e)
+    finally:
+        if out is not None and out not in (sys.stdout, sys.stdout.buffer):
+            out.close()
+    if kinds is not None:
+        try:
+            with open(opts.kinds, "w", encoding="utf-8", errors="replace") as kf:
+                kinds.finish(kf)
+        except OSError as e:
+            return "cannot write %s: %s" % (opts.kinds, e.strerror or e)
+    if prof is not None:
+        try:
+            with open(opts.pprof, "wb") as pf:
+                prof.finish(pf)
+        except OSError as e:
+            return "cannot write %s: %s" % (opts.pprof, e.strerror or e)
+    return None
+
+
+def summary(merger, st, res, opts, warn):
+    """The stderr lines after a run: what was skipped, dropped, lacking."""
+    say = sys.stderr.write
+    bad = st.skipped() + merger.bad
+    if bad:
+        say("%s: skipped %d malformed lines\n" % (PROG, bad))
+    if merger.dropped:
+        say("%s: dropped %d samples lj_merge could not make sense of\n"
+            % (PROG, merger.dropped))
+    if merger.other_events:
+        say("%s: ignored %d samples of other events than %s (see --event)\n"
+            % (PROG, merger.other_events, merger.ev_filter))
+    if st.samples == 0:
+        warn("no samples in input" if st.lines else "empty input")
+    else:
+        notes = lacks(st.fields or set(), merger, res, opts)
+        if notes:
+            say("%s: note: input %s\n" % (PROG, "; ".join(notes)))
+
+
+def main(argv=None):
+    # One tuple per sample, freed at once, no reference cycles: the cyclic
+    # GC's young-generation passes would only cost time (~10%).
+    gc.set_threshold(50000, 20, 100)
+    p = make_parser()
+    opts = p.parse_args(argv)
+    if opts.jitdump and not os.path.exists(opts.jitdump):
+        p.error("--jitdump: no such file or directory: %s" % opts.jitdump)
+    warned = set()
+
+    def warn(msg):
+        if msg not in warned:
+            warned.add(msg)
+            sys.stderr.write("%s: warning: %s\n" % (PROG, msg))
+
+    inp, err = open_input(opts.input)
+    if err:
+        sys.stderr.write("%s: %s\n" % (PROG, err))
+        return 1
+    try:
+        merger, st, res = merge(inp, opts, warn)
+    except ValueError as e:
+        sys.stderr.write("%s: error: %s\n" % (PROG, e))
+        return 2
+    except OSError as e:
+        sys.stderr.write("%s: read error: %s\n" % (PROG, e.strerror or e))
+        return 1
+    finally:
+        if inp is not sys.stdin.buffer:
+            inp.close()
+    err = write_outputs(merger, opts, merger.settle())
+    if err:
+        sys.stderr.write("%s: %s\n" % (PROG, err))
+        return 1
+    summary(merger, st, res, opts, warn)
+    return 0
+
+
+def entry():
+    try:
+        rc = main()
+    except KeyboardInterrupt:
+        rc = 130
+    except BrokenPipeError:
+        # `lj_merge ... | head`: stop quietly (as if killed by SIGPIPE)
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        rc = 128 + signal.SIGPIPE
+    except SystemExit:
+        raise
+    except BaseException as e:      # never a traceback
+        sys.stderr.write("%s: internal error: %s\n" % (PROG, one_line(e)))
+        rc = 3
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,127 @@
+"""perf as ljperf runs it: finding it, whether this user may sample with
+it, and its command lines.
+
+Every perf command ljperf (and pprof's converter) runs keeps its build-id
+cache in the output directory, never in ~/.debug: perf_argv() builds the
+`perf --buildid-dir DIR/.debug SUBCOMMAND ...` prefix, the one place that
+says so. record_argv() adds what the ljperf-patched LuaJIT needs (-k mono
+for perf inject --jit, frame-pointer call graphs, the PC register)."""
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+
+from ljperf.frames import PC_USER_REGS
+from ljperf.messages import Fail, read_text
+
+PARANOID_FILE = "/proc/sys/kernel/perf_event_paranoid"
+
+
+def need_perf():
+    perf = shutil.which("perf")
+    if not perf:
+        raise Fail("perf not found in PATH: install linux-perf "
+                   "(Debian: apt-get install linux-perf)")
+    return perf
+
+
+def perf_argv(perf, outdir, sub, *args):
+    """PERF SUB ARGS with the build-id cache in OUTDIR/.debug."""
+    return [perf, "--buildid-dir", os.path.join(outdir, ".debug"), sub] + list(args)
+
+
+@functools.lru_cache(maxsize=None)
+def no_bpf_event(perf):
+    """("--no-bpf-event",) if this perf has it (perf >= 5.1): without it perf
+    record waits up to a second after the program ends, or after SIGINT, for
+    its BPF side-band thread, which ljperf does not need (it samples user
+    space)."""
+    try:
+        r = subprocess.run([perf, "record", "-h"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, errors="replace", timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return ("--no-bpf-event",) if "--no-bpf-event" in r.stdout + r.stderr else ()
+
+
+def record_argv(perf, outdir, data, event, freq):
+    """perf record of EVENT at FREQ Hz into DATA, as ljperf records: the
+    target (-- CMD, or -p PIDS) follows."""
+    return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
+            ["-e", event, "-k", "mono", "-g", "--call-graph", "fp",
+             "--user-regs=" + PC_USER_REGS, "-F", str(freq), "-o", data])
+
+
+def event_name(perf, outdir, data):
+    """The event DATA holds (the first perf evlist prints), or None."""
+    try:
+        r = subprocess.run(perf_argv(perf, outdir, "evlist", "-i", data),
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, errors="replace")
+    except OSError:
+        return None
+    lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()]
+    return lines[0] if r.returncode == 0 and lines else None
+
+
+# -- May this user sample? -------------------------------------------------------
+
+def privileged():
+    """Root, or CAP_PERFMON / CAP_SYS_ADMIN: perf_event_paranoid does not apply."""
+    for line in read_text("/proc/self/status").splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                caps = int(line.split()[1], 16)
+            except (IndexError, ValueError):
+                break
+            return bool(caps & (1 << 21 | 1 << 38))
+    return os.geteuid() == 0
+
+
+def paranoid_value():
+    """kernel.perf_event_paranoid (LJPERF_PARANOID_FILE: another file to read
+    it from, for tests), or None if unreadable."""
+    path = os.environ.get("LJPERF_PARANOID_FILE") or PARANOID_FILE
+    try:
+        return int(read_text(path).strip())
+    except ValueError:
+        return None
+
+
+def perf_probe(perf, event):
+    """Can perf sample EVENT in a child process of ours? (ok, stderr)"""
+    d = tempfile.mkdtemp(prefix="ljperf-probe-")
+    try:
+        r = subprocess.run(perf_argv(perf, d, "record", "-q", "-N") + list(no_bpf_event(perf)) +
+                           ["-e", event, "-o", os.path.join(d, "p.data"), "--", "true"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, errors="replace")
+        return r.returncode == 0, r.stderr
+    except OSError as e:
+        return False, str(e)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def paranoid_error(value):
+    return Fail("kernel.perf_event_paranoid is %d, ljperf needs <= 2: sampling the "
+                "user-space call graphs of your own processes is allowed up to 2, and "
+                "Debian kernels refuse all perf use at 3 to users without CAP_PERFMON "
+                "(fix: sudo sysctl kernel.perf_event_paranoid=2, or run as root)" % value)
+
+
+def check_access(perf, event):
+    """ljperf samples user space only (EVENT :u by default). Without
+    privileges that needs perf_event_paranoid <= 2; upstream kernels treat
+    higher values as 2, Debian's refuse everything at 3, so above 2 perf is
+    asked (a tiny probe) rather than guessed."""
+    if privileged():
+        return
+    value = paranoid_value()
+    if value is None or value <= 2:
+        return
+    ok, _ = perf_probe(perf, event)
+    if not ok:
+        raise paranoid_error(value)

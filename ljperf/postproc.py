@@ -1,0 +1,205 @@
+"""After perf record: what `ljperf record` and `ljperf report` make of a
+recording. The jitdumps are pruned to the code that was sampled, perf
+inject --jit names that code, perf script | lj_merge folds the stacks
+(profile.folded, profile.kinds, profile.pb.gz), and the page is written
+(flamegraph.html)."""
+
+import glob
+import os
+import shutil
+import subprocess
+
+from ljperf import inline
+from ljperf import jitdump
+from ljperf import perfscript
+from ljperf.install import lj_merge_argv
+from ljperf.messages import Fail, one_line, read_text, say
+from ljperf.perfcmd import event_name, perf_argv
+from ljperf.render import event_unit, load_folded, load_kinds, render_html
+
+
+def dumps_in(d):
+    """{pid: path} of the jit-PID.dump files in D."""
+    out = {}
+    for p in glob.glob(os.path.join(d, "jit-*.dump")):
+        s = os.path.basename(p)[4:-5]
+        if s.isdigit():
+            out[int(s)] = p
+    return out
+
+
+def sampled_addrs(perf, outdir, data):
+    """Every user address in DATA's samples (IPs and callchains), and the
+    byte before each (a return address's call), or None if perf fails."""
+    r = subprocess.run(perf_argv(perf, outdir, "script", "-i", data, "-F", "ip"),
+                       stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, errors="replace")
+    if r.returncode != 0:
+        return None
+    addrs = set()
+    for s in perfscript.iter_samples(r.stdout.split("\n")):
+        for a, _, _, _ in s.frames:
+            if 0 < a < 0x800000000000:
+                addrs.add(a)
+                addrs.add(a - 1)
+    return addrs
+
+
+def inline_addrs(dump):
+    """The bytecode addresses the trace inline stacks next to DUMP name
+    (jit-PID.dump.inline): the loads of the functions traces inlined must
+    survive pruning, or lj_merge cannot name them."""
+    out = set()
+    try:
+        for t in inline.read(dump + ".inline"):
+            out.update(pc for pc, _ in t.nodes)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:
+        say("warning: %s.inline: %s" % (dump, e))
+    return out
+
+
+def prune_dumps(perf, outdir, data):
+    """perf inject --jit writes one .so per CODE_LOAD: a program that loads
+    20 000 functions gets 20 000 files and inject takes many seconds. Before
+    inject, each DIR/jit-PID.dump keeps only the loads that cover a sampled
+    address (what inject and lj_merge need); the full dump is kept as
+    jit-PID.dump.full."""
+    dumps = dumps_in(outdir)
+    if not dumps:
+        return
+    addrs = sampled_addrs(perf, outdir, data)
+    if addrs is None:
+        say("warning: perf script -F ip failed; perf inject gets the full jitdumps")
+        return
+    for p in dumps.values():
+        full, tmp = p + ".full", p + ".pruned"
+        try:
+            if os.path.exists(full):   # pruned before (ljperf report): start over
+                shutil.copyfile(full, p)
+            kept, total = jitdump.prune(p, tmp, addrs | inline_addrs(p))
+            if kept < total:
+                os.replace(p, full)
+                os.replace(tmp, p)
+            else:
+                os.unlink(tmp)
+        except (OSError, ValueError) as e:
+            say("warning: cannot prune %s for perf inject: %s" % (p, e))
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def inject(perf, outdir, data, out):
+    """perf inject --jit; True if OUT was written."""
+    log = os.path.join(outdir, "perf-inject.log")
+    with open(log, "w") as logf:
+        r = subprocess.run(perf_argv(perf, outdir, "inject", "--jit", "-i", data, "-o", out),
+                           stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+    if r.returncode != 0 or not os.path.exists(out):
+        say("warning: perf inject --jit failed (%s); Lua frames are named from the "
+            "jitdump instead" % one_line(read_text(log)))
+        try:
+            os.unlink(out)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+# Other outputs `--format` adds, by lj_merge --format: the file in DIR.
+FORMATS = {"speedscope": "profile.speedscope.json"}
+
+
+def merge_argv(outdir, opts, fmt):
+    """lj_merge's command line for OPTS, and the file it writes: FMT
+    "folded" is DIR/profile.folded with DIR/profile.kinds and
+    DIR/profile.pb.gz beside it; another lj_merge --format goes into
+    DIR/FORMATS[FMT]."""
+    if fmt == "folded":
+        out = os.path.join(outdir, "profile.folded")
+        argv = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir,
+                                  "--kinds", os.path.join(outdir, "profile.kinds"),
+                                  "--pprof", os.path.join(outdir, "profile.pb.gz"),
+                                  "-o", out]
+    else:
+        out = os.path.join(outdir, FORMATS[fmt])
+        argv = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir, "--format", fmt,
+                                  "-o", out]
+    for flag, opt in (("lines", "--lines"), ("keep_vm", "--keep-vm"),
+                      ("per_process", "--pid"), ("per_thread", "--tid")):
+        if getattr(opts, flag, False):
+            argv.append(opt)
+    return argv, out
+
+
+def fold(perf, outdir, data, opts, fmt="folded"):
+    """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds
+    (FMT: another lj_merge --format, into DIR/FORMATS[FMT])."""
+    fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
+    if opts.lines or fmt == "folded":
+        fields += ",uregs"        # R13: the interpreted leaf's line (--lines, profile.pb.gz)
+    merge, folded = merge_argv(outdir, opts, fmt)
+    log_sfx = "" if fmt == "folded" else "-" + fmt
+    slog = os.path.join(outdir, "perf-script%s.log" % log_sfx)
+    with open(slog, "w") as slogf:
+        # --show-task-events: a forked child without a jitdump of its own is
+        # named from its parent's
+        script = subprocess.Popen(perf_argv(perf, outdir, "script", "-i", data, "-F", fields,
+                                            "--show-task-events"),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=slogf)
+        try:
+            m = subprocess.Popen(merge, stdin=script.stdout, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        except OSError as e:
+            script.kill()
+            script.wait()
+            raise Fail("cannot run lj_merge: %s" % (e.strerror or e))
+        script.stdout.close()
+        _, merr = m.communicate()
+        script.wait()
+    merr = merr.decode("utf-8", "replace")
+    with open(os.path.join(outdir, "lj_merge%s.log" % log_sfx), "w") as f:
+        f.write(merr)
+    if script.returncode != 0:
+        raise Fail("perf script failed: %s" % one_line(read_text(slog)))
+    if m.returncode != 0:
+        raise Fail("lj_merge failed: %s" % one_line(merr))
+    return folded, os.path.join(outdir, "profile.kinds")
+
+
+def write_profile(perf, outdir, data, opts, meta):
+    """DATA folded (perf script | lj_merge) into OUTDIR's profile.folded,
+    profile.kinds and profile.pb.gz, the --format outputs, and the page
+    flamegraph.html. Returns (folded, page, total weight, event)."""
+    folded, kinds_path = fold(perf, outdir, data, opts)
+    stacks = load_folded(folded)
+    if not stacks:
+        raise Fail("no samples: the profile is empty (did the program run long enough "
+                   "and use the CPU? try a longer run or a higher -F)")
+    event = event_name(perf, outdir, data) or meta.get("event")
+    m = {"title": meta.get("title"), "event": event, "unit": event_unit(event),
+         "frequency": meta.get("frequency"), "recorded": meta.get("recorded"),
+         "duration": meta.get("duration"), "target": meta.get("target")}
+    for fmt in getattr(opts, "format", None) or ():
+        say("  %-14s %s" % (fmt, fold(perf, outdir, data, opts, fmt)[0]))
+    html_out = os.path.join(outdir, "flamegraph.html")
+    try:
+        render_html(stacks, load_kinds(kinds_path), m, html_out)
+    except Fail as e:
+        raise Fail("%s (profile.folded is written: %s)" % (e, folded), e.code)
+    return folded, html_out, sum(w for _, w in stacks), event
+
+
+def print_result(outdir, folded, html_out, total, event, data):
+    unit = event_unit(event)
+    amount = ("%.2f s of %s" % (total / 1e9, event)) if unit == "ns" else \
+        ("%d %s" % (total, event or "events"))
+    say("profile: %s in %s" % (amount, outdir))
+    say("  flame graph    %s" % html_out)
+    say("  folded stacks  %s" % folded)
+    say("  pprof          %s  (go tool pprof -http=: %s)"
+        % (os.path.join(outdir, "profile.pb.gz"), os.path.join(outdir, "profile.pb.gz")))
+    say("  perf data      %s  (perf report -i %s --buildid-dir %s)"
+        % (data, data, os.path.join(outdir, ".debug")))

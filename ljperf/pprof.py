@@ -1,0 +1,440 @@
+"""pprof: write merged ljperf stacks as a gzipped pprof profile.proto.
+
+Contract. A writer (lj_merge, or the converter below) hands over stacks that
+are already merged: one call of Profile.add(frames, count, period_ns, labels)
+per distinct stack (calling it again with the same stack and labels adds to
+it). Frames are given root first, as in folded output, WITHOUT the root
+(comm) frame: the process goes into the labels. Memory grows with the
+distinct stacks, locations and strings, never with the input. write() then
+emits the whole profile once (protobuf needs every table before the end).
+
+Wire format by hand, not python3-protobuf: Debian's package would need the
+generated profile_pb2 module (or protoc at build time) plus its C extension
+for speed, for a message that uses four wire constructs (varint, packed
+varints, length-delimited, string). Field numbers are those of pprof's
+proto/profile.proto (github.com/google/pprof), written next to each encoder.
+
+Mapping of ljperf frames (docs/ljperf.md, "pprof"):
+  Function.name        the folded name without the --lines current line
+                       (NAME@CHUNK:LINE; JIT traces keep their `_[j]` suffix,
+                       so a trace and the interpreted function are two
+                       functions, as in the flame graph)
+  Function.system_name NAME (or CHUNK:LINE for an anonymous function); C: the
+                       symbol
+  Function.filename    the chunk's path (Lua); the source file if known (C)
+  Function.start_line  the line the Lua function is defined at
+  Line.line            the frame's current line (call site for a caller,
+                       the running line for the leaf; lj_merge always gives
+                       it), 0 where it is unknown (pprof's convention: a
+                       caller before its first call, `?` in lj_merge
+                       --lines; folded input without --lines; C frames)
+  Location.line[]      inlined frames first, the frame that inlined them last
+  Mapping              one per DSO of C/kernel frames (path, build id);
+                       memory_start/limit span the sampled addresses in it
+  Sample.value         [samples/count, cpu/nanoseconds]
+  Sample.label         pid, tid (numbers), comm, and `kind`: what the leaf
+                       frame is (lua, trace, builtin, vm, c, kernel, unknown)
+
+Converter (lj_merge --format pprof / --pprof FILE write it from perf script
+directly, with every Lua frame's line):
+  pprof.py --from-folded FILE|DIR [-o OUT] [--weights count|ns] [--period NS]
+FILE is folded stacks (root;...;leaf WEIGHT); DIR an ljperf output directory
+(profile.folded, profile.kinds for the frame kinds, ljperf.json for the
+frequency, start and duration; perf evlist for the event). Root frames comm, comm-PID or comm-PID/TID
+become labels; Lua frames are parsed from lj_merge's naming.
+"""
+
+import argparse
+import datetime
+import gzip
+import json
+import os
+import re
+import sys
+from typing import NamedTuple
+
+# Frame kinds as lj_merge --kinds and ljperf name them.
+KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "unknown")
+
+
+class Frame(NamedTuple):
+    """One stack frame as a writer knows it. Only NAME is required; give the
+    rest when known (0 / "" = unknown). Hashable: equal frames share one
+    Location."""
+    name: str                 # as in the folded output, without --lines' line
+    kind: str = "c"           # one of KINDS
+    file: str = ""            # Lua: the chunk's path; C: source file
+    line: int = 0             # current line (Lua call site / running line),
+                              # 0 unknown
+    start_line: int = 0       # Lua: definition line
+    dso: str = ""             # C/kernel: the object's path (perf's dso)
+    address: int = 0          # C/kernel: the sampled address in it
+    build_id: str = ""        # hex, as perf prints it
+    system_name: str = ""     # Lua: NAME or CHUNK:LINE; C: the raw symbol
+    inlined: tuple = ()       # Frames inlined here, in call order (outermost
+                              # first); their Lines precede this frame's
+
+
+# -- protobuf wire format ------------------------------------------------------
+
+def _varint(out, v):
+    """Appends V (int64/uint64; negatives as two's complement) as a varint."""
+    if 0 <= v < 0x80:                  # most ids, lines, tags: one byte
+        out.append(v)
+        return
+    if v < 0:
+        v += 1 << 64
+    while v > 0x7f:
+        out.append((v & 0x7f) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _int(out, field, v):
+    """Varint field (wire type 0); zero is the default and is left out."""
+    if v:
+        out.append(field << 3)
+        _varint(out, v)
+
+
+def _bytes(out, field, b):
+    """Length-delimited field (wire type 2): strings, messages, packed."""
+    _varint(out, field << 3 | 2)
+    _varint(out, len(b))
+    out += b
+
+
+def _packed(out, field, values):
+    buf = bytearray()
+    for v in values:
+        _varint(buf, v)
+    _bytes(out, field, buf)
+
+
+def _text(s):
+    """Valid UTF-8 of any name: bytes and lone surrogates (from
+    surrogateescape-decoded input) become U+FFFD."""
+    if isinstance(s, (bytes, bytearray)):
+        return bytes(s).decode("utf-8", "replace").encode("utf-8")
+    return str(s).encode("utf-8", "replace")
+
+
+# -- The profile ---------------------------------------------------------------
+
+class Profile:
+    """Accumulates merged stacks; write() emits profile.proto, gzipped.
+
+    event: the perf event; period_ns: nanoseconds between samples (perf's
+    period for a time event), duration_ns / time_ns: the recording's length
+    and start (ns since the epoch)."""
+
+    def __init__(self, period_ns=0, duration_ns=0, time_ns=0, event=""):
+        self.strings = {b"": 0}
+        self.functions = {}        # (name, system, file, start) -> id
+        self.mappings = {}         # (dso, build_id) -> [id, lo, hi]
+        self.locations = {}        # Frame -> id
+        self.loc_bytes = []        # encoded Location messages
+        self.loc_ids = [b""]       # location id -> its varint (samples' ids)
+        self.samples = {}          # (location ids leaf first, labels) -> [count, ns]
+        self.period_ns = int(period_ns or 0)
+        self.duration_ns = int(duration_ns or 0)
+        self.time_ns = int(time_ns or 0)
+        self.event = event or ""
+
+    def _str(self, s):
+        b = _text(s)
+        i = self.strings.get(b)
+        if i is None:
+            i = self.strings[b] = len(self.strings)
+        return i
+
+    def _function(self, f):
+        key = (f.name, f.system_name or f.name, f.file, int(f.start_line or 0))
+        i = self.functions.get(key)
+        if i is None:
+            i = self.functions[key] = len(self.functions) + 1
+        return i
+
+    def _line(self, f):
+        buf = bytearray()
+        _int(buf, 1, self._function(f))            # Line.function_id
+        _int(buf, 2, int(f.line or 0))               # Line.line (0: unknown)
+        return buf
+
+    def _location(self, f):
+        i = self.locations.get(f)
+        if i is not None:
+            return i
+        i = self.locations[f] = len(self.locations) + 1
+        buf = bytearray()
+        _int(buf, 1, i)                              # Location.id
+        if f.dso:
+            m = self.mappings.get((f.dso, f.build_id))
+            if m is None:
+                m = self.mappings[(f.dso, f.build_id)] = [len(self.mappings) + 1,
+                                                          f.address, f.address]
+            m[1] = min(m[1], f.address)
+            m[2] = max(m[2], f.address)
+            _int(buf, 2, m[0])                       # Location.mapping_id
+        _int(buf, 3, f.address)                      # Location.address
+        for g in reversed(f.inlined):                # innermost first
+            _bytes(buf, 4, self._line(g))            # Location.line
+        _bytes(buf, 4, self._line(f))                # the caller last
+        self.loc_bytes.append(bytes(buf))
+        vi = bytearray()
+        _varint(vi, i)
+        self.loc_ids.append(bytes(vi))
+        return i
+
+    def add(self, frames, count, period_ns=None, labels=None):
+        """One merged stack: FRAMES root first (Frame or plain names), COUNT
+        samples, PERIOD_NS their total nanoseconds (default COUNT times the
+        profile's period), LABELS {key: str or int} (pid, tid, comm...)."""
+        frames = [f if isinstance(f, Frame) else Frame(f) for f in frames]
+        get = self.locations.get
+        locs = tuple(get(f) or self._location(f) for f in reversed(frames))
+        lab = dict(labels or {})
+        if frames and "kind" not in lab:
+            lab["kind"] = frames[-1].kind
+        key = (locs, tuple(sorted((str(k), v) for k, v in lab.items())))
+        ns = count * self.period_ns if period_ns is None else period_ns
+        v = self.samples.get(key)
+        if v is None:
+            self.samples[key] = [int(count), int(ns)]
+        else:
+            v[0] += int(count)
+            v[1] += int(ns)
+
+    def _labels(self, labels):
+        out = bytearray()
+        for k, v in labels:
+            lb = bytearray()
+            _int(lb, 1, self._str(k))                # Label.key
+            if isinstance(v, int):
+                _int(lb, 3, v)                       # Label.num
+            else:
+                _int(lb, 2, self._str(v))            # Label.str
+            _bytes(out, 3, lb)                       # Sample.label
+        return bytes(out)
+
+    def _value_type(self, typ, unit):
+        buf = bytearray()
+        _int(buf, 1, self._str(typ))                 # ValueType.type
+        _int(buf, 2, self._str(unit))                # ValueType.unit
+        return buf
+
+    def encode(self):
+        """The profile.proto message (not gzipped)."""
+        out = bytearray()
+        for t, u in (("samples", "count"), ("cpu", "nanoseconds")):
+            _bytes(out, 1, self._value_type(t, u))   # Profile.sample_type
+        ids = self.loc_ids
+        label_bytes = {}
+        for (locs, labels), (count, ns) in self.samples.items():
+            s = bytearray()
+            _bytes(s, 1, b"".join([ids[i] for i in locs]))   # Sample.location_id
+            _packed(s, 2, (count, ns))               # Sample.value
+            lb = label_bytes.get(labels)
+            if lb is None:
+                lb = label_bytes[labels] = self._labels(labels)
+            s += lb
+            _bytes(out, 2, s)                        # Profile.sample
+        for (dso, build_id), (i, lo, hi) in self.mappings.items():
+            m = bytearray()
+            _int(m, 1, i)                            # Mapping.id
+            _int(m, 2, lo)                           # Mapping.memory_start
+            _int(m, 3, min(hi + 1, (1 << 64) - 1))   # Mapping.memory_limit
+            _int(m, 5, self._str(dso))               # Mapping.filename
+            _int(m, 6, self._str(build_id))          # Mapping.build_id
+            _int(m, 7, 1)                            # has_functions: symbolized
+            _bytes(out, 3, m)                        # Profile.mapping
+        for loc in self.loc_bytes:
+            _bytes(out, 4, loc)                      # Profile.location
+        funcs = list(self.functions.items())
+        for (name, system, file, start), i in funcs:
+            fn = bytearray()
+            _int(fn, 1, i)                           # Function.id
+            _int(fn, 2, self._str(name))             # Function.name
+            _int(fn, 3, self._str(system))           # Function.system_name
+            _int(fn, 4, self._str(file))             # Function.filename
+            _int(fn, 5, start)                       # Function.start_line
+            _bytes(out, 5, fn)                       # Profile.function
+        _int(out, 10, self.duration_ns)              # Profile.duration_nanos
+        _int(out, 9, self.time_ns)                   # Profile.time_nanos
+        _bytes(out, 11, self._value_type("cpu", "nanoseconds"))  # period_type
+        _int(out, 12, self.period_ns)                # Profile.period
+        if self.event:
+            _packed(out, 13, [self._str("perf event " + self.event)])  # comment
+        # last: every string above is interned by now
+        for s in self.strings:
+            _bytes(out, 6, s)                        # Profile.string_table
+        return bytes(out)
+
+    def write(self, out):
+        """Gzipped profile to OUT (a path or a binary file object)."""
+        data = gzip.compress(self.encode(), compresslevel=6, mtime=0)   # zlib's default
+        if hasattr(out, "write"):
+            out.write(data)
+            return
+        tmp = out + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, out)
+
+
+def write_profile(out, stacks, **meta):
+    """OUT <- STACKS, a sequence of (frames, count, period_ns, labels); META:
+    Profile's keyword arguments."""
+    p = Profile(**meta)
+    for frames, count, period_ns, labels in stacks:
+        p.add(frames, count, period_ns, labels)
+    p.write(out)
+
+
+# -- Folded stacks -> frames ---------------------------------------------------
+
+# lj_merge's Lua naming: [NAME@]CHUNK:LINE[:CURLINE], CHUNK has no ':' or '@'.
+_LUA = re.compile(r"^(?:([^@;]*)@)?([^@:;]+):(\d+)(?::(\d+|\?))?$")
+_ROOT = re.compile(r"^(.*?)-(\d+)(?:/(\d+))?$")
+
+
+def parse_root(name):
+    """Labels of a folded root frame: comm, comm-PID or comm-PID/TID."""
+    m = _ROOT.match(name)
+    if not m:
+        return {"comm": name}
+    lab = {"comm": m.group(1), "pid": int(m.group(2))}
+    if m.group(3):
+        lab["tid"] = int(m.group(3))
+    return lab
+
+
+def parse_frame(name, kinds=None):
+    """A Frame from one folded frame name (lj_merge's naming, see
+    lj_merge --help, "Frames"); KINDS: {name: kind} from lj_merge --kinds."""
+    base, kind = name, None
+    if base.endswith("_[j]"):
+        base, kind = base[:-4], "trace"
+    elif base.endswith("_[k]"):
+        base, kind = base[:-4], "kernel"
+    m = _LUA.match(base)
+    if m:
+        fn, chunk, start, cur = m.groups()
+        label = "%s@%s:%s" % (fn, chunk, start) if fn else "%s:%s" % (chunk, start)
+        return Frame(label + ("_[j]" if kind == "trace" else ""),
+                     kind=kind or "lua", file=chunk,
+                     line=int(cur) if cur and cur != "?" else 0,
+                     start_line=int(start), system_name=fn or label)
+    if kind is None:
+        kind = (kinds or {}).get(name) or (
+            "unknown" if name in ("[unknown]", "[no call chain]") else "c")
+    return Frame(name, kind=kind)
+
+
+def read_kinds(path):
+    """{name: kind} from lj_merge --kinds output (first kind wins)."""
+    kinds = {}
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                k, tab, n = line.rstrip("\n").partition("\t")
+                if tab:
+                    kinds.setdefault(n, k)
+    except OSError:
+        pass
+    return kinds
+
+
+def from_folded(lines, profile, weights="count", kinds=None):
+    """Adds folded stacks (root;...;leaf WEIGHT lines) to PROFILE. WEIGHTS
+    "count": the weight is a number of samples; "ns": nanoseconds (ljperf's
+    profile.folded for cpu-clock), counted as round(ns / period) samples."""
+    cache = {}
+    per = profile.period_ns
+    for line in lines:
+        stack, sp, w = line.rstrip("\n").rpartition(" ")
+        if not sp or not stack:
+            continue
+        try:
+            w = int(w)
+        except ValueError:
+            continue
+        if w <= 0:
+            continue
+        names = stack.split(";")
+        frames = []
+        for n in names[1:]:
+            f = cache.get(n)
+            if f is None:
+                f = cache[n] = parse_frame(n, kinds)
+            frames.append(f)
+        if weights == "ns":
+            profile.add(frames, max(1, round(w / per)) if per else w, w, parse_root(names[0]))
+        else:
+            profile.add(frames, w, None, parse_root(names[0]))
+
+
+def recorded_event(d):
+    """The event DIR/perf.data holds (ljperf.json has the one asked for:
+    perf records cpu-clock when there is no PMU for cycles), or None."""
+    # Only the converter runs perf; lj_merge imports this module for its
+    # writer and starts faster without perf's helpers (shutil, tempfile).
+    import shutil
+    from ljperf.perfcmd import event_name
+    data = os.path.join(d, "perf.data")
+    if not os.path.isfile(data):
+        return None
+    return event_name(shutil.which("perf") or "perf", d, data)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="pprof.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--from-folded", metavar="FILE|DIR", required=True,
+                   help="folded stacks, or an ljperf output directory")
+    p.add_argument("-o", "--output", metavar="OUT", default="-",
+                   help="the gzipped profile (default: stdout, not a terminal)")
+    p.add_argument("--weights", choices=("count", "ns"),
+                   help="what a folded weight is (default: ns for a DIR recorded "
+                        "with cpu-clock/task-clock, else count)")
+    p.add_argument("--period", metavar="NS", type=int,
+                   help="nanoseconds per sample (default: 1e9 / the DIR's frequency, "
+                        "else 1e9 / 999, ljperf's default)")
+    p.add_argument("--duration", metavar="S", type=float, help="recording length")
+    opts = p.parse_args(argv)
+    src, kinds, meta = opts.from_folded, {}, {}
+    if os.path.isdir(src):
+        kinds = read_kinds(os.path.join(src, "profile.kinds"))
+        try:
+            with open(os.path.join(src, "ljperf.json")) as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            meta = {}
+        src = os.path.join(src, "profile.folded")
+    event = recorded_event(opts.from_folded) or meta.get("event") or ""
+    weights = opts.weights or ("ns" if event.split(":")[0] in ("cpu-clock", "task-clock")
+                               else "count")
+    period = opts.period or round(1e9 / (meta.get("frequency") or 999))
+    duration = opts.duration if opts.duration is not None else meta.get("duration") or 0
+    try:
+        start = round(datetime.datetime.fromisoformat(meta["recorded"]).timestamp() * 1e9)
+    except (KeyError, TypeError, ValueError):
+        start = 0
+    prof = Profile(period_ns=period, duration_ns=round(duration * 1e9), time_ns=start,
+                   event=event)
+    try:
+        with open(src, encoding="utf-8", errors="surrogateescape") as f:
+            from_folded(f, prof, weights, kinds)
+    except OSError as e:
+        sys.exit("pprof.py: cannot read %s: %s" % (src, e.strerror or e))
+    if opts.output == "-":
+        if sys.stdout.isatty():
+            sys.exit("pprof.py: not writing a binary profile to a terminal: give -o FILE")
+        prof.write(sys.stdout.buffer)
+    else:
+        prof.write(opts.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Units of ljperf's seams (plain unittest; no perf, no build, no browser):
+folded and kinds loading and the renderer's tree (ljperf.render), the
+argument checks of `ljperf record` (ljperf.cli, ljperf.attach), and the perf
+and lj_merge command lines (ljperf.perfcmd, ljperf.postproc).
+
+  test_units.py [-v] [GROUP...]   GROUP: FoldedLoading TreeBuilding
+                                  ArgumentChecks PerfCommands
+
+Needs PYTHONPATH=<source root> (CTest sets it).
+"""
+
+import argparse
+import glob
+import os
+import shutil
+import tempfile
+import unittest
+
+from ljperf import attach, cli, perfcmd, postproc, render
+from ljperf.messages import Fail
+
+NO_PERF = "/nonexistent/perf"     # perfcmd.no_bpf_event(NO_PERF) is ()
+
+
+class TmpDir(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ljperf-units-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+
+
+class FoldedLoading(TmpDir):
+    def test_stacks_and_weights(self):
+        path = self.write("p.folded", "app;main;f@a.lua:1 3\n"
+                                      "app;main 2.5\n"
+                                      "other;x 4\n")
+        self.assertEqual(render.load_folded(path),
+                         [(["app", "main", "f@a.lua:1"], 3), (["app", "main"], 2.5),
+                          (["other", "x"], 4)])
+
+    def test_malformed_lines_skipped(self):
+        path = self.write("p.folded", "no weight\n"
+                                      "app;f NaNx\n"
+                                      " 5\n"
+                                      "app;zero 0\n"
+                                      "app;negative -2\n"
+                                      "\n"
+                                      "app;ok 1\n")
+        self.assertEqual(render.load_folded(path), [(["app", "ok"], 1)])
+
+    def test_names_with_spaces(self):
+        # the weight is after the last space; frame names may hold spaces
+        path = self.write("p.folded", "app;operator new(unsigned long);f (inlined) 7\n")
+        self.assertEqual(render.load_folded(path),
+                         [(["app", "operator new(unsigned long)", "f (inlined)"], 7)])
+
+    def test_kinds(self):
+        path = self.write("p.kinds", "lua\tf@a.lua:1\n"
+                                     "c\tmain\n"
+                                     "builtin\tselect\n"
+                                     "c\tselect\n"
+                                     "no tab here\n"
+                                     "c\tname with\ttab\n")
+        self.assertEqual(render.load_kinds(path),
+                         {"f@a.lua:1": {"lua"}, "main": {"c"}, "select": {"builtin", "c"},
+                          "name with\ttab": {"c"}})
+
+    def test_kinds_missing_file(self):
+        self.assertEqual(render.load_kinds(os.path.join(self.dir, "none")), {})
+
+
+class TreeBuilding(unittest.TestCase):
+    STACKS = [(["app", "main", "f@a.lua:1"], 3), (["app", "main"], 2),
+              (["app", "lj_gc_step"], 1), (["other", "main"], 4)]
+    KINDS = {"main": {"c"}, "f@a.lua:1": {"lua"}}
+
+    def children(self, node):
+        return {c["n"]: c for c in node.get("c", ())}
+
+    def test_totals_and_roots(self):
+        tree, _ = render.build_tree(self.STACKS, self.KINDS)
+        self.assertEqual((tree["n"], tree["v"], tree["k"]), ("all", 10, "root"))
+        top = self.children(tree)
+        self.assertEqual({n: (c["v"], c["k"]) for n, c in top.items()},
+                         {"app": (6, "root"), "other": (4, "root")})
+
+    def test_values_include_children(self):
+        tree, _ = render.build_tree(self.STACKS, self.KINDS)
+        main = self.children(self.children(tree)["app"])["main"]
+        self.assertEqual((main["v"], main["k"]), (5, "c"))
+        f = self.children(main)["f@a.lua:1"]
+        self.assertEqual((f["v"], f["k"]), (3, "lua"))
+        self.assertNotIn("c", f, "a leaf has no children list")
+
+    def test_same_name_under_other_parents(self):
+        tree, _ = render.build_tree(self.STACKS, self.KINDS)
+        other_main = self.children(self.children(tree)["other"])["main"]
+        self.assertEqual(other_main["v"], 4)
+
+    def test_self_weight_by_kind(self):
+        # no kind recorded for lj_gc_step: read from lj_merge's naming (vm)
+        _, self_by_kind = render.build_tree(self.STACKS, self.KINDS)
+        self.assertEqual(self_by_kind, {"lua": 3, "c": 6, "vm": 1})
+
+    def test_root_frame_is_root_whatever_its_kind(self):
+        tree, _ = render.build_tree([(["main"], 1)], {"main": {"c"}})
+        self.assertEqual(tree["c"][0]["k"], "root")
+
+    def test_empty(self):
+        self.assertEqual(render.build_tree([], {}), ({"n": "all", "v": 0, "k": "root"}, {}))
+
+    def test_deep_stack(self):
+        # built without recursion: a stack deeper than Python's limit
+        depth = 5000
+        tree, _ = render.build_tree([(["app"] + ["f%d" % i for i in range(depth)], 2)], {})
+        n = 0
+        while "c" in tree:
+            tree = tree["c"][0]
+            n += 1
+        self.assertEqual((n, tree["v"]), (depth + 1, 2))
+
+
+class ArgumentChecks(unittest.TestCase):
+    def parse(self, *argv):
+        return cli.make_parser().parse_args(list(argv))
+
+    def fails(self, *argv, text=None):
+        with self.assertRaises(Fail) as cm:
+            cli.record_args(self.parse(*argv))
+        self.assertEqual(cm.exception.code, 2)
+        if text:
+            self.assertIn(text, str(cm.exception))
+
+    def test_command(self):
+        self.assertEqual(cli.record_args(self.parse("record", "--", "prog", "-x")),
+                         ["prog", "-x"])
+        self.assertEqual(cli.record_args(self.parse("record", "-o", "d", "prog")), ["prog"])
+
+    def test_attach(self):
+        opts = self.parse("record", "-p", "12,34", "--duration", "1.5")
+        self.assertEqual((cli.record_args(opts), opts.attach, opts.duration),
+                         ([], [12, 34], 1.5))
+        self.assertEqual(cli.record_args(self.parse("record", "--nginx", "7")), [])
+
+    def test_nothing_or_both(self):
+        self.fails("record", text="nothing to record")
+        self.fails("record", "--", text="nothing to record")
+        self.fails("record", "-p", "1", "--", "prog", text="not both")
+        self.fails("record", "--nginx", "1", "prog", text="not both")
+
+    def test_numbers(self):
+        self.fails("record", "-F", "0", "--", "prog", text="-F")
+        self.fails("record", "-F", "-5", "--", "prog", text="-F")
+        self.fails("record", "--duration", "0", "--", "prog", text="--duration")
+
+    def test_parser_errors(self):
+        for argv, text in ((("record", "-p", "x,y"), "not a pid list"),
+                           (("record", "-p", ","), "no pid given"),
+                           (("record", "--format", "speedscope,svg", "--", "p"),
+                            "unknown format"),
+                           (("record", "-F", "many", "--", "p"), "invalid int"),
+                           (("diff", "only-one"), "required")):
+            with self.assertRaises(Fail) as cm:
+                self.parse(*argv)
+            self.assertEqual((cm.exception.code, cm.exception.raw), (2, True), argv)
+            self.assertIn(text, str(cm.exception), argv)
+
+    def test_formats(self):
+        self.assertEqual(self.parse("report", "d", "--format", "speedscope").format,
+                         ["speedscope"])
+        self.assertEqual(self.parse("report", "d").format, [])
+
+    def test_p_and_nginx(self):
+        opts = argparse.Namespace(attach=[1], nginx=2)
+        with self.assertRaises(Fail) as cm:
+            attach.attach_pids(opts)
+        self.assertEqual(cm.exception.code, 2)
+        self.assertEqual(attach.attach_pids(argparse.Namespace(attach=[3, 4], nginx=None)),
+                         [3, 4])
+
+
+class PerfCommands(unittest.TestCase):
+    def test_prefix(self):
+        self.assertEqual(perfcmd.perf_argv("perf", "/o", "script", "-i", "/o/perf.data"),
+                         ["perf", "--buildid-dir", "/o/.debug", "script", "-i", "/o/perf.data"])
+
+    def test_record(self):
+        self.assertEqual(perfcmd.no_bpf_event(NO_PERF), ())
+        self.assertEqual(
+            perfcmd.record_argv(NO_PERF, "/o", "/o/perf.data", "cycles:u", 999),
+            [NO_PERF, "--buildid-dir", "/o/.debug", "record", "-q", "-e", "cycles:u",
+             "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=r13", "-F", "999",
+             "-o", "/o/perf.data"])
+
+    def test_event_name_without_perf(self):
+        self.assertIsNone(perfcmd.event_name(NO_PERF, "/o", "/o/perf.data"))
+
+    def test_one_prefix_builder(self):
+        # every perf command line of the package starts with perf_argv()
+        pkg = os.path.dirname(os.path.abspath(perfcmd.__file__))
+        users = []
+        for path in sorted(glob.glob(os.path.join(pkg, "*.py"))):
+            with open(path, encoding="utf-8") as f:
+                if '"--buildid-dir"' in f.read():
+                    users.append(os.path.basename(path))
+        self.assertEqual(users, ["perfcmd.py"])
+
+    def test_lj_merge_folded(self):
+        opts = argparse.Namespace(lines=True, keep_vm=False, per_process=True,
+                                  per_thread=False)
+        argv, out = postproc.merge_argv("/o", opts, "folded")
+        self.assertEqual(out, "/o/profile.folded")
+        self.assertEqual(argv[2:], ["--jit-tag", "--jitdump", "/o",
+                                    "--kinds", "/o/profile.kinds",
+                                    "--pprof", "/o/profile.pb.gz", "-o", out,
+                                    "--lines", "--pid"])
+
+    def test_lj_merge_other_format(self):
+        opts = argparse.Namespace(lines=False, keep_vm=True, per_process=False,
+                                  per_thread=True)
+        argv, out = postproc.merge_argv("/o", opts, "speedscope")
+        self.assertEqual(out, "/o/profile.speedscope.json")
+        self.assertEqual(argv[2:], ["--jit-tag", "--jitdump", "/o", "--format", "speedscope",
+                                    "-o", out, "--keep-vm", "--tid"])
+
+
+if __name__ == "__main__":
+    unittest.main()

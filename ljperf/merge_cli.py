@@ -232,7 +232,26 @@ def make_parser():
     p.add_argument("--event", metavar="NAME",
                    help="keep samples of this event (default: the event with the most "
                         "samples; 'all' keeps every sample)")
+    p.add_argument("--from", metavar="PID:SECONDS", dest="cut", action="append",
+                   type=cut_arg, default=[],
+                   help="PID's samples taken before SECONDS (perf's clock, as perf "
+                        "script prints `time`) keep their host frames only, no Lua or "
+                        "trace frames; counted on stderr; repeatable. ljperf record -p "
+                        "passes each process's switch time: before it, a Lua frame "
+                        "would lack its Lua callers")
     return p
+
+
+def cut_arg(text):
+    """--from PID:SECONDS -> (pid, seconds)."""
+    pid, sep, t = text.partition(":")
+    try:
+        if sep and int(pid) > 0 and float(t) >= 0:
+            return int(pid), float(t)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError("expected PID:SECONDS (e.g. 4242:81234.567890), "
+                                     "got %r" % text)
 
 
 def open_input(path):
@@ -294,6 +313,9 @@ def summary(merger, st, res, opts, warn):
     if merger.dropped:
         say("%s: dropped %d samples lj_merge could not make sense of\n"
             % (PROG, merger.dropped))
+    if merger.before_switch:
+        say("%s: %d samples taken before their process switched recording on "
+            "keep their host frames only (--from)\n" % (PROG, merger.before_switch))
     if merger.other_events:
         say("%s: ignored %d samples of other events than %s (see --event)\n"
             % (PROG, merger.other_events, merger.ev_filter))

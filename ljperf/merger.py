@@ -253,6 +253,8 @@ class Merger:
         self.dropped = 0           # samples dropped on an internal inconsistency
         self.pc_seen = False       # a register line read for the leaf's line
         self.other_events = 0
+        self.cut = dict(getattr(opts, "cut", None) or ())  # --from: pid -> time (s)
+        self.before_switch = 0     # samples --from cut to their host frames
         self.t_first = self.t_last = None   # sample times as perf printed them
 
     # -- one callchain ------------------------------------------------------
@@ -328,13 +330,17 @@ class Merger:
         want_pc = self.want_pc
         res = self.res
         last = None                    # the batch's last sample time
+        cut = self.cut
         for s in batch:
             if type(s) is Event:
                 self.event(s)
                 continue
             comm, pid, tid, time, period, event, chain, regs, inline = s
+            pre = False                # --from: before its process switched on
             if time is not None:
                 last = time
+                if cut:
+                    pre = self._before_switch(pid, tid, time)
             if event is not None and ev_fixed is not None and event != ev_fixed:
                 if event.split(":", 1)[0] != ev_fixed:
                     self.other_events += 1
@@ -356,7 +362,9 @@ class Merger:
                     else:
                         fl = self._resolve(fl, memo, pid, time)
                 leaf = None
-                if regs is not None and want_pc and fl and fl[0].interp:
+                if pre:
+                    fl = tuple([fr for fr in fl if fr.kind != K_LUA and fr.kind != K_TRACE])
+                elif regs is not None and want_pc and fl and fl[0].interp:
                     self.pc_seen = True
                     pc = interp_pc(regs)
                     if pc is not None:
@@ -378,6 +386,16 @@ class Merger:
                 self.t_first = next(x[3] for x in batch
                                     if type(x) is not Event and x[3] is not None)
             self.t_last = last
+
+    def _before_switch(self, pid, tid, time):
+        """A sample of a process --from names, before its time (counted):
+        its Lua frames would lack their callers, so it keeps its host
+        frames only, as stock perf shows them."""
+        t = self.cut.get(pid if pid is not None else self._pid(tid))
+        if t is not None and float(time) < t:
+            self.before_switch += 1
+            return True
+        return False
 
     def _pid(self, tid):
         """Process of a sample perf printed without its pid."""

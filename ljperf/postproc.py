@@ -111,11 +111,13 @@ def inject(perf, outdir, data, out):
 FORMATS = {"speedscope": "profile.speedscope.json"}
 
 
-def merge_argv(outdir, opts, fmt):
+def merge_argv(outdir, opts, fmt, switched_at=None):
     """lj_merge's command line for OPTS, and the file it writes: FMT
     "folded" is DIR/profile.folded with DIR/profile.kinds and
     DIR/profile.pb.gz beside it; another lj_merge --format goes into
-    DIR/FORMATS[FMT]."""
+    DIR/FORMATS[FMT]. SWITCHED_AT ({"pid": seconds}, ljperf.json): each
+    attached process's samples before its switch keep their host frames
+    only (--from)."""
     if fmt == "folded":
         out = os.path.join(outdir, "profile.folded")
         argv = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir,
@@ -130,16 +132,19 @@ def merge_argv(outdir, opts, fmt):
                       ("per_process", "--pid"), ("per_thread", "--tid")):
         if getattr(opts, flag, False):
             argv.append(opt)
+    for pid, t in sorted((switched_at or {}).items()):
+        argv += ["--from", "%s:%.6f" % (pid, t)]
     return argv, out
 
 
-def fold(perf, outdir, data, opts, fmt="folded"):
+def fold(perf, outdir, data, opts, fmt="folded", switched_at=None):
     """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds
-    (FMT: another lj_merge --format, into DIR/FORMATS[FMT])."""
+    (FMT: another lj_merge --format, into DIR/FORMATS[FMT]; SWITCHED_AT:
+    merge_argv)."""
     fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
     if opts.lines or fmt == "folded":
         fields += ",uregs"        # R13: the interpreted leaf's line (--lines, profile.pb.gz)
-    merge, folded = merge_argv(outdir, opts, fmt)
+    merge, folded = merge_argv(outdir, opts, fmt, switched_at)
     log_sfx = "" if fmt == "folded" else "-" + fmt
     slog = os.path.join(outdir, "perf-script%s.log" % log_sfx)
     with open(slog, "w") as slogf:
@@ -173,7 +178,8 @@ def write_profile(perf, outdir, data, opts, meta):
     """DATA folded (perf script | lj_merge) into OUTDIR's profile.folded,
     profile.kinds and profile.pb.gz, the --format outputs, and the page
     flamegraph.html. Returns (folded, page, total weight, event)."""
-    folded, kinds_path = fold(perf, outdir, data, opts)
+    cut = meta.get("switched_at")
+    folded, kinds_path = fold(perf, outdir, data, opts, switched_at=cut)
     stacks = load_folded(folded)
     if not stacks:
         raise Fail("no samples: the profile is empty (did the program run long enough "
@@ -183,7 +189,7 @@ def write_profile(perf, outdir, data, opts, meta):
          "frequency": meta.get("frequency"), "recorded": meta.get("recorded"),
          "duration": meta.get("duration"), "target": meta.get("target")}
     for fmt in getattr(opts, "format", None) or ():
-        say("  %-14s %s" % (fmt, fold(perf, outdir, data, opts, fmt)[0]))
+        say("  %-14s %s" % (fmt, fold(perf, outdir, data, opts, fmt, cut)[0]))
     html_out = os.path.join(outdir, "flamegraph.html")
     try:
         render_html(stacks, load_kinds(kinds_path), m, html_out)

@@ -305,6 +305,8 @@ def record_switched(opts, perf, event, targets, sw, never):
                 "alike); Lua frames are named from the jitdumps")
         meta["pids"] = sorted(t.pid for t in got)
         meta["switched"] = {str(p): round(s, 3) for p, s in sorted(sw.switched.items())}
+        # each process's samples before that keep their host frames (--from)
+        meta["switched_at"] = {str(p): round(t, 6) for p, t in sorted(sw.switch_times().items())}
         since = time.time()
         # perf inject reads the jitdumps where the processes write them, not
         # the copies in DIR: nothing to prune

@@ -176,6 +176,16 @@ class RemoteSwitch:
             self._thread.start()
         return [pid for pid, b in plan if b is None]
 
+    def switch_times(self):
+        """pid -> when (time.monotonic(), perf's -k mono clock) the process
+        was seen switched on: every Lua state of it if that happened, else
+        its first. Its samples before keep their host frames only (lj_merge
+        --from): their Lua frames would lack their callers."""
+        with self.lock:
+            out = {p: self._t0 + s for p, s in self.switched.items()}
+            out.update({p: self._t0 + s for p, s in self.complete.items()})
+            return out
+
     def pending(self):
         """Asked pids that have not switched on (yet)."""
         with self.lock:

@@ -590,6 +590,13 @@ class Options(TmpDir):
         self.assertEqual(self.merge(txt, "--event", "instructions"), {"x;" + HOST_STACK: 20})
         self.assertEqual(self.merge(txt, "--event", "all"), {"x;" + HOST_STACK: 60})
 
+    def test_from_bad(self):
+        # --from wants PID:SECONDS: anything else is one line, exit 2
+        for bad in ("12", "x:1", "12:", "0:5", "12:-1", "12:abc"):
+            self.merge(sample("lj", 1, 1, 1, HOST, 5), "--from", bad, rc=2)
+            self.assertIn("--from: expected PID:SECONDS", self.last_err)
+            self.assertEqual(len(self.last_err.strip().splitlines()), 1, self.last_err)
+
     def test_speedscope(self):
         inp = os.path.join(FIX, "cstack-F.txt")
         code, out, err = run(["--format", "speedscope", "--pid", inp])

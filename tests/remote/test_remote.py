@@ -644,10 +644,7 @@ BUSY = (  # what, luajit options, busy.lua arguments, share in full depth
     ("trace loop", [], ["loop", "3"], 0.95),
     ("sunk allocation", [], ["sunk", "3"], 0.95),
     ("coroutines", ["-joff"], ["coro", "2"], 0.95),
-    # Known gap (docs/remote.md, Limits): with the JIT, a switch that lands
-    # inside the coroutine leaves the resumer's frames out of up to ~20% of
-    # the samples; the depth is reported, not asserted (issue left open).
-    ("coroutines, JIT", [], ["coro", "3"], None),
+    ("coroutines, JIT", [], ["coro", "3"], 0.95),
     ("count hook", ["-joff"], ["hook", "2"], 0.95),
 )
 SWITCH_BOUND = 1.0  # seconds from the request to a busy process switched on

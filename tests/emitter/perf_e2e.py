@@ -15,7 +15,6 @@ lj_beta's calls are on line 41, lj_alpha's on line 51.
 
 import collections
 import hashlib
-import importlib.util
 import os
 import re
 import shutil
@@ -25,24 +24,11 @@ import sys
 import tempfile
 
 from ljperf import perfscript  # the one perf script reader
+from tests.lib.ljptest import jitdump_under_test
 
 PROG = os.environ.get("LJP_E2E_PROG", "")
 CHECK_ELF = os.environ.get("LJP_CHECK_ELF", "")
-JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "ljperf", "jitdump.py")
-
-
-def load_jitdump(path):
-    """The jitdump reader under test, loaded from its file (LJP_JITDUMP_PY
-    may name a mutated copy): it imports only the standard library."""
-    spec = importlib.util.spec_from_file_location("jitdump", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["jitdump"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-jitdump = load_jitdump(JITDUMP_PY)
+jitdump = jitdump_under_test()   # $LJP_JITDUMP_PY or ljperf/jitdump.py
 
 SRC = "e2e_source.lua"
 LEAF_LINE = {"lj_gamma": 22, "lj_delta": 32}

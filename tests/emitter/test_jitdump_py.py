@@ -5,7 +5,6 @@ copies of them that were truncated or corrupted on purpose.
 Environment: LJP_GEN_DUMP (tests/emitter/gen_dump binary), LJP_JITDUMP_PY (optional).
 """
 
-import importlib.util
 import os
 import shutil
 import struct
@@ -14,21 +13,9 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-JITDUMP_PY = os.environ.get("LJP_JITDUMP_PY") or os.path.join(HERE, "..", "..", "ljperf", "jitdump.py")
+from tests.lib.ljptest import jitdump_under_test
 
-
-def load_jitdump(path):
-    """The jitdump reader under test, loaded from its file (LJP_JITDUMP_PY
-    may name a mutated copy): it imports only the standard library."""
-    spec = importlib.util.spec_from_file_location("jitdump", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["jitdump"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-jitdump = load_jitdump(JITDUMP_PY)
+jitdump = jitdump_under_test()   # $LJP_JITDUMP_PY or ljperf/jitdump.py
 
 GEN_DUMP = os.environ.get("LJP_GEN_DUMP", "")
 
@@ -74,7 +61,7 @@ class JitdumpPy(unittest.TestCase):
         return p
 
     def cli(self, path):
-        return subprocess.run([sys.executable, JITDUMP_PY, path], stdout=subprocess.PIPE,
+        return subprocess.run([sys.executable, jitdump.__file__, path], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
 
     def load_offset(self, k):

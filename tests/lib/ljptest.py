@@ -21,6 +21,20 @@ from ljperf import resolve as ljresolve
 from ljperf import perfscript
 
 
+def jitdump_under_test():
+    """The jitdump reader the emitter tests check, loaded from its file:
+    $LJP_JITDUMP_PY (a mutated copy, to show a test fails) or
+    ljperf/jitdump.py. It imports only the standard library."""
+    import importlib.util
+    path = os.environ.get("LJP_JITDUMP_PY") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "ljperf", "jitdump.py")
+    spec = importlib.util.spec_from_file_location("jitdump", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["jitdump"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def tmp_files(pid):
     """What the emitter writes in /tmp for process PID when LUAJIT_PERF_DIR
     is unset: its perf map, its jitdump and the jitdump's .inline file."""

@@ -25,6 +25,7 @@
 #if LJ_HASFPREC
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "lj_fprec.h"
@@ -209,6 +210,19 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
 ** record, now; coroutine.resume returns to its caller with this rbp and
 ** does not relink. L's own VM below: returned, the caller links it later.
 */
+/* Is VMCF one of L's C frames? The top one for a thread that waits in a
+** resume; any of them for L's own (a VM entry nested in a hook or in a C
+** function called from Lua).
+*/
+static int fprec_owncf(lua_State *L, lua_State *Lv, void *vmcf)
+{
+  void *cf = cframe_raw(Lv->cframe);
+  if (Lv != L) return cf == vmcf;
+  for (; cf; cf = cframe_raw(cframe_prev(cf)))
+    if (cf == vmcf) return 1;
+  return 0;
+}
+
 static void **fprec_fixslot(lua_State *L, void *cf, FPThreads *th)
 {
   void **slot = th ? fprec_vmslot(cf) : NULL;
@@ -216,7 +230,7 @@ static void **fprec_fixslot(lua_State *L, void *cf, FPThreads *th)
   lua_State *Lv;
   if (!slot) return NULL;
   Lv = cframe_L(vmcf);
-  if (!fprec_member(th, Lv) || cframe_raw(Lv->cframe) != (void *)vmcf)
+  if (!fprec_member(th, Lv) || !fprec_owncf(L, Lv, vmcf))
     return NULL;  /* Not an interpreter frame of this universe. */
   if (Lv == L) return slot;
   *slot = fprec_link(Lv, NULL, NULL, FP_TOP, NULL);
@@ -321,11 +335,12 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
 /* Called by the VM when it resumes interpreting after a trace ran. Records
 ** above the trace's lowest base get rewritten, and the trace's rbp may
 ** point into them: while that happens, perf walks from this function's
-** frame straight to the first record left alone.
+** frame straight to the first record left alone. At a Lua function's
+** header, rbp is its caller's record: the header links its own (fp_link).
 */
 void *lj_fprec_exit(lua_State *L, const BCIns *pc)
 {
-  void **fp = (void **)__builtin_frame_address(0);
+  void **fp = (void **)__builtin_frame_address(0), **top;
   TValue *stop = mref(G(L)->fprec_vbase, TValue);
   /* Saved rbp. Usually the trace's lowest base is a Lua frame's base. */
   if (stop > tvref(L->stack) + 1 + LJ_FR2 && stop <= L->base &&
@@ -333,8 +348,38 @@ void *lj_fprec_exit(lua_State *L, const BCIns *pc)
     fp[0] = fprec_rec(L, stop - 1);
   else
     fp[0] = fprec_link(L, stop, NULL, FP_STOP, NULL);
-  return fprec_link(L, stop, pc, FP_WRITE, NULL);
+  top = (void **)fprec_link(L, stop, pc, FP_WRITE, NULL);
+  if (top && bc_op(*pc) >= BC_FUNCF && bc_op(*pc) < BC_FUNCC)
+    return top[0];
+  return top;
 }
+
+#if LJ_FPREC_ASSERT
+static void fprec_fail(const char *what)
+{
+  fprintf(stderr, "ljperf: assertion failed: %s\n", what);
+  abort();
+}
+
+/* Assertion build: called by every record handler (fp_check, vm_x64.dasc)
+** with BASE, r12, rbp and PC. r12 is the running thread's offset; rbp is a
+** record of its area or its VM entry's frame record; a header never finds
+** its own record linked.
+*/
+void lj_fprec_check(lua_State *L, TValue *base, intptr_t k, void **rbp,
+		    const BCIns *pc)
+{
+  char *a = L->fprec_area;
+  BCOp op = bc_op(pc[-1]);
+  if (k != L->fprec_k)
+    fprec_fail("r12 is not the running thread's record offset");
+  if (!(a && (size_t)((char *)rbp - a) < FPREC_AREA) &&
+      rbp != fprec_cfrec(L->cframe))
+    fprec_fail("rbp is neither a record nor its VM entry's frame record");
+  if (op >= BC_FUNCF && op < BC_FUNCC && (char *)rbp == (char *)base + k)
+    fprec_fail("a function header finds its record linked");
+}
+#endif
 
 /* The slot holding the rbp of L's running interpreter, saved by the C
 ** function it called (lj_gc_step from a handler, or a C function): found by

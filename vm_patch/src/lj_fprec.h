@@ -33,8 +33,9 @@ FPRECDEF(FPREC_DECL)
 /* Where the VM's shared paths go (lj_fprec_targets): with recording on, to
 ** the code that points rbp at a record; off, past it. Return to a Lua
 ** frame (g->fprec_retz): BC_RET_Z, whose address lj_vm_fp_retaddr() gives,
-** or lj_vm_fp_retz. After a trace exit (fprec_exit): lj_vm_fp_exit; off,
-** lj_vm_fp_exit_off (rbp back to its VM entry's record, for a trace that
+** or the same code in RET's recording variant, lj_vm_fp_retz, which also
+** points rbp at the record of the frame returned to. After a trace exit
+** (fprec_exit): lj_vm_fp_exit; off, lj_vm_fp_exit_off (rbp back to its VM entry's record, for a trace that
 ** ran while recording stopped) once recording ever started, before that
 ** lj_vm_fp_exit_done. Likewise after a continuation (fprec_cont) and when
 ** resuming a coroutine (fprec_resume).
@@ -69,6 +70,10 @@ LJ_FUNC void lj_fprec_heads(ASMFunction *disp, uint8_t mode,
 			    ASMFunction f_funcf);
 LJ_FUNC ASMFunction lj_fprec_ins(uint8_t mode, BCOp op);
 LJ_FUNCA void *lj_fprec_exit(lua_State *L, const BCIns *pc);
+#if LJ_FPREC_ASSERT
+LJ_FUNCA void lj_fprec_check(lua_State *L, TValue *base, intptr_t k,
+			     void **rbp, const BCIns *pc);
+#endif
 
 #else
 

@@ -64,7 +64,9 @@ CASES = {
                          ["main", "driver", "c", "spin"],
                          ["main", "driver", "cofn", "spin"]], 500, 3000),
     "helpers": (VM_HELPER, [["main", "driver", "alloc"]], 30, 150),
+    "hookstart": ("spin", [["main", "driver", "work", "spin"]], 1000, 3000),
 }
+SWITCHING = {"toggles", "hookstart"}  # the program switches frame recording
 C_NAMES = {"cmod_call", "cmod_spin", "cmod_burn", "ffilib_each"}
 
 
@@ -197,7 +199,7 @@ def test():
     fpdir = os.path.join(T.build_dir(), "tests", "fpchain")
     env = {"LUAJIT_PERF": "1", "LUA_CPATH": os.path.join(fpdir, "?.so"),
            "LJPERF_FFILIB": os.path.join(fpdir, "libffilib.so")}
-    if case == "toggles":
+    if case in SWITCHING:
         env["LUAJIT_PERF"] = "map,jitdump"  # the program switches frames
     with T.PerfSession() as sess:
         data, out = sess.record(cmd, env=env, freq=2000, regs=ljframes.PC_USER_REGS)
@@ -207,7 +209,7 @@ def test():
         # Recording switched by the program: judge samples taken while on.
         events = [(int(w[1]), w[0] == "ON") for w in
                   (l.split() for l in out.splitlines()) if w and w[0] in ("ON", "OFF")]
-        if case == "toggles" and len(events) < 10:
+        if case in SWITCHING and len(events) < 10:
             T.fail("the program reported no recording switches")
         counts = {"exact": [0, 0], "trace": [0, 0]}
         bad = {}
@@ -245,7 +247,7 @@ def test():
                       % (total, target, MIN_SAMPLES))
         if mode == "joff":
             ok &= T.report(counts["trace"][1] == 0, "no trace samples with -joff")
-        if case == "toggles":
+        if case in SWITCHING:
             ok &= T.report(off[1] >= MIN_SAMPLES and off[0] / max(off[1], 1) >= NEED,
                            "switched off: %d of %d samples in %s show no Lua frame "
                            "(need %d samples, %.1f%%)" % (off[0], off[1], target,

@@ -1,14 +1,8 @@
 -- Frame recording switched on and off from inside nested calls and inside
 -- coroutines. Prints "ON ns"/"OFF ns" (CLOCK_MONOTONIC) after each switch.
 -- The driver's own spin runs with recording off (stacks without Lua frames).
-local ffi = require("ffi")
-ffi.cdef[[typedef struct { long s, ns; } tg_ts; int clock_gettime(int, tg_ts *);]]
 local perf = require("jit.perf")
-local ts = ffi.new("tg_ts")
-local function mark(what)
-  ffi.C.clock_gettime(1, ts)
-  io.write(what, " ", tostring(ts.s * 1000000000LL + ts.ns):gsub("LL", ""), "\n")
-end
+local mark = dofile((arg[0]:match("^(.*/)") or "") .. "switchmark.lua")
 local function spin(n) local s = 0 for i = 1, n do s = s + i % 3 end return s end
 local function a(n) assert(perf.start("frames")) mark("ON") local r = spin(n) return r + 0 end
 local function b(n) local r = spin(n) perf.stop("frames") mark("OFF") return r + 0 end

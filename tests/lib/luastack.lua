@@ -9,11 +9,11 @@
 -- lua_State (lj_obj.h), x64 GC64: GCHeader (nextgc; marked, gct at byte 9),
 -- dummy_ffid, status, then from byte 16 one word each: glref, gclist, base,
 -- top, maxstack, stack. maxstack - stack is the stack size less
--- LJ_STACK_EXTRA+1 slots. The ljperf patch adds fields only after cframe,
--- so these offsets hold on the patched and the control VM; every read is
--- checked against invariants (all threads share glref and gct, the stack is
--- ordered and no larger than LUAI_MAXSTACK), and a mismatch raises an error
--- naming it instead of returning a wrong size.
+-- LJ_STACK_EXTRA+1 slots. The ljperf patch (today) adds fields only after
+-- cframe, so these offsets hold on the patched and the control VM; every
+-- read is checked against invariants (all threads share glref and gct, the
+-- stack is ordered and no larger than LUAI_MAXSTACK), and a mismatch raises
+-- an error naming it instead of returning a wrong size.
 local ffi = require("ffi")
 local S = {}
 

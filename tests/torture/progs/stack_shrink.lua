@@ -40,7 +40,8 @@ end
 
 local function shrunk(h, top, what)
   local now = S.slots(h)
-  check(now * 4 <= top, what .. ": stack of " .. top .. " slots shrunk (now " .. now .. ")")
+  check(now * 4 <= top, what .. ": stack of " .. top .. " slots shrunk to a quarter (now "
+        .. now .. ")")
 end
 
 local MAIN = S.main()
@@ -233,7 +234,12 @@ do
     for i = 1, 30 do
       local depth = 50 + (i * 37) % 300
       local s = 0
-      local function down(n) if n == 0 then return S.slots(h) end local v = down(n - 1) s = s + n return v end
+      local function down(n)
+        if n == 0 then return S.slots(h) end
+        local v = down(n - 1)
+        s = s + n
+        return v
+      end
       local top = down(depth * 10)
       yield(i, s, top)
     end

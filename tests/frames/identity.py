@@ -3,27 +3,30 @@
 
 usage: identity.py CASE MODE   (MODE: joff or jit)
 
-Runs tests/frames/CASE.lua on the patched VM with LUAJIT_PERF=1 (frame
-recording, jitdump) under `perf record -k mono -g --call-graph fp
---user-regs=r13`, WITHOUT perf inject. Bytecode and trace addresses in the
-chains are resolved from the program's jitdump (the load live at the
-sample's time). Samples are selected by where they land: for a Lua leaf,
-the sampled PC (R13) lies in that function's bytecode while an interpreter
-handler runs, or the sample is in a trace owned by a function of an
-expected sequence (traces of other functions, such as the program's own
-reporting, are not on the leaf's path); for a C leaf, the leaf symbol. The
-chain of each selected sample, reduced to Lua functions (and the named C
-functions), must equal one of the expected sequences, root first, in at
-least 99.5% of them. Samples in trace code (JIT mode) may miss the frames
-the running traces created: their Lua frames must form a prefix of an
-expected sequence, and the trace's owner must be one of the functions after
-that prefix.
+Runs tests/frames/CASE.lua on the patched VM (bin/luajit, or the binary
+RUN_BY names) with LUAJIT_PERF=1 (frame recording, jitdump) under `perf
+record -k mono -g --call-graph fp --user-regs=r13`, WITHOUT perf inject.
+Bytecode and trace addresses in the chains are resolved from the program's
+jitdump (the load live at the sample's time). Samples are selected by where
+they land: for a Lua leaf, the sampled PC (R13) lies in that function's
+bytecode while an interpreter handler runs, or the sample is in a trace
+owned by a function of an expected sequence (traces of other functions,
+such as the program's own reporting, are not on the leaf's path); for a C
+leaf, the leaf symbol. The chain of each selected sample, reduced to Lua
+functions (and the named C functions), must equal one of the expected
+sequences, root first, in at least 99.5% of them. Samples in trace code
+(JIT mode) may miss the frames the running traces created: their Lua frames
+must form a prefix of an expected sequence, and the trace's owner must be
+one of the functions after that prefix. Cases in ALL_CHAINS also have every
+chain of the run judged as validity.py judges the torture suite's; cases in
+EACH_SEQ must show each expected sequence (-joff).
 """
 
 import os
 import sys
 
 from tests.lib import ljptest as T
+from tests.frames import validity
 from ljperf import frames as ljframes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,8 +68,24 @@ CASES = {
                          ["main", "driver", "cofn", "spin"]], 500, 3000),
     "helpers": (VM_HELPER, [["main", "driver", "alloc"]], 30, 150),
     "hookstart": ("spin", [["main", "driver", "work", "spin"]], 1000, 3000),
+    "stackshrink": ("spin", [["main", "driver", "solo", "spin"],
+                             ["main", "driver", "worker", "wyield"] + ["climb"] * 5 + ["spin"],
+                             ["main", "driver", "nested", "outer", "inner", "spin"],
+                             ["main", "driver", "nested", "outer", "spin"]], 60, 100),
 }
 SWITCHING = {"toggles", "hookstart"}  # the program switches frame recording
+CASES["stackmove"] = CASES["stackshrink"]
+# Cases whose program another binary of the build tree runs instead of
+# bin/luajit: (Lua program, binary). movehost: every shrink moves the stack.
+RUN_BY = {"stackmove": ("stackshrink", os.path.join("tests", "frames", "movehost"))}
+# Cases whose every sample's chain is also judged as validity.py judges the
+# torture suite's (host, VM, live bytecode and trace code up to main): the
+# chains while the GC moves the stacks under the recorded frames.
+ALL_CHAINS = {"stackshrink", "stackmove"}
+# Cases whose every expected sequence must be seen in MIN_EACH exact samples
+# with -joff: each path of the workload ran and was sampled.
+EACH_SEQ = {"stackshrink", "stackmove"}
+MIN_EACH = 20
 C_NAMES = {"cmod_call", "cmod_spin", "cmod_burn", "ffilib_each"}
 
 
@@ -188,14 +207,31 @@ def trace_ok(seq, expected):
     return False
 
 
+def all_chains(sess, data, samples, mode, exe):
+    """Every chain of the run of EXE is valid (validity.judge)."""
+    n, good, nofp, cut, bad = validity.judge(sess, data, samples, exe)
+    for why, s in bad[:3]:
+        print("  bad entry %s in: %s" % (why, validity.chain_text(s)))
+    return T.report(n - nofp >= MIN_SAMPLES and not bad,
+                    "%s: %d of %d samples have valid chains (%d deeper than the "
+                    "kernel's %d-entry limit, %d through libraries without frame "
+                    "pointers not judged; need %d)" % (mode, good + cut, n - nofp, cut,
+                                                       validity.MAX_STACK, nofp,
+                                                       MIN_SAMPLES))
+
+
 def test():
     case, mode = sys.argv[1], sys.argv[2]
     target, expected, r_joff, r_jit = CASES[case]
     owners = {name for e in expected for name in e}
     if (r_joff if mode == "joff" else r_jit) is None:
         T.fail("case %s has no %s mode" % (case, mode))
-    cmd = [T.binpath("luajit")] + (["-joff"] if mode == "joff" else []) + \
-        [os.path.join(HERE, case + ".lua"), str(r_joff if mode == "joff" else r_jit)]
+    prog, binary = RUN_BY.get(case, (case, None))
+    exe = os.path.join(T.build_dir(), binary) if binary else T.binpath("luajit")
+    if not os.path.exists(exe):
+        T.fail("%s not built" % exe)
+    cmd = [exe] + (["-joff"] if mode == "joff" else []) + \
+        [os.path.join(HERE, prog + ".lua"), str(r_joff if mode == "joff" else r_jit)]
     fpdir = os.path.join(T.build_dir(), "tests", "fpchain")
     env = {"LUAJIT_PERF": "1", "LUA_CPATH": os.path.join(fpdir, "?.so"),
            "LJPERF_FFILIB": os.path.join(fpdir, "libffilib.so")}
@@ -212,6 +248,7 @@ def test():
         if case in SWITCHING and len(events) < 10:
             T.fail("the program reported no recording switches")
         counts = {"exact": [0, 0], "trace": [0, 0]}
+        seen = [0] * len(expected)  # exact samples per expected sequence
         bad = {}
         off = [0, 0]  # toggles: samples while off without Lua frames, all
         for s in samples:
@@ -236,9 +273,13 @@ def test():
                                       else bool(seq) and trace_ok(seq, expected))
             counts[kind][0] += ok
             counts[kind][1] += 1
+            if ok and kind == "exact":
+                seen[expected.index(seq)] += 1
             if not ok:
                 key = "%s: %s" % (kind, " -> ".join(seq) if seq else "unresolved frame")
                 bad[key] = bad.get(key, 0) + 1
+        if case in ALL_CHAINS:
+            ok_all = all_chains(sess, data, samples, mode, exe)
         for k, n in sorted(bad.items(), key=lambda kv: -kv[1])[:5]:
             print("  %d x %s" % (n, k))
         want = " | ".join(" -> ".join(e) for e in expected)
@@ -247,6 +288,12 @@ def test():
                       % (total, target, MIN_SAMPLES))
         if mode == "joff":
             ok &= T.report(counts["trace"][1] == 0, "no trace samples with -joff")
+        if case in ALL_CHAINS:
+            ok &= ok_all
+        if case in EACH_SEQ and mode == "joff":
+            for e, n in zip(expected, seen):
+                ok &= T.report(n >= MIN_EACH, "%d exact samples show %s (need %d)"
+                               % (n, " -> ".join(e), MIN_EACH))
         if case in SWITCHING:
             ok &= T.report(off[1] >= MIN_SAMPLES and off[0] / max(off[1], 1) >= NEED,
                            "switched off: %d of %d samples in %s show no Lua frame "

@@ -127,6 +127,12 @@ def classify(sample, dump, prefix=None):
     return "ok"
 
 
+def chain_text(sample, n=12):
+    """The first N entries of SAMPLE's chain, leaf first, for a report."""
+    return " <- ".join("%s(%s)" % (f[1] or "%x" % f[0], os.path.basename(f[3] or "?"))
+                       for f in sample.frames[:n])
+
+
 def run_prog(sess, prog, mode):
     cmd = [T.binpath("luajit")] + (["-joff"] if mode == "joff" else []) + \
         ["progs/%s.lua" % prog]
@@ -138,8 +144,14 @@ def run_prog(sess, prog, mode):
     T.run(args, env=sess.env({"LUAJIT_PERF": "1"}), cwd=TORTURE, timeout=300)
     if not os.path.exists(data):
         T.fail("perf recorded nothing for " + prog)
-    samples = sess.samples(data, extra=["--ns"])
-    lj = T.binpath("luajit")
+    return judge(sess, data, sess.samples(data, extra=["--ns"]))
+
+
+def judge(sess, data, samples, binary=None):
+    """Classifies the chain of every sample in the window of a run of BINARY
+    (default bin/luajit; SAMPLES, with --ns times, from the recording DATA):
+    (samples judged, valid, through no-FP libraries, cut, [(why, sample)])."""
+    lj = os.path.realpath(binary or T.binpath("luajit"))  # as perf names it
     # From the first sample under main to the last in the VM's own code
     # before the program starts ending.
     first = [i for i, s in enumerate(samples) if T.has_sym(s, "main")]
@@ -182,9 +194,7 @@ def test():
                                                  len(bad)))
         for why, s in bad[:2]:
             ok = False
-            print("  bad entry %s in: %s" % (why, " <- ".join(
-                "%s(%s)" % (f[1] or "%x" % f[0], os.path.basename(f[3] or "?"))
-                for f in s.frames[:12])))
+            print("  bad entry %s in: %s" % (why, chain_text(s)))
         ok &= not bad
     judged = total - nofp
     share = (good + cut) / max(judged, 1)

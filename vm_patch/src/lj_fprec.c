@@ -205,14 +205,9 @@ static void **fprec_vmslot(void *cf)
 static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
 			FPThreads *th);
 
-/* Fixes a saved interpreter rbp found at VM entry CF of L (recording was
-** off when it was saved). Another thread's VM below (a resume): its top
-** record, now; coroutine.resume returns to its caller with this rbp and
-** does not relink. L's own VM below: returned, the caller links it later.
-*/
-/* Is VMCF one of L's C frames? The top one for a thread that waits in a
-** resume; any of them for L's own (a VM entry nested in a hook or in a C
-** function called from Lua).
+/* Is VMCF a C frame of LV's: its top one for a thread waiting in a resume,
+** any of them for L itself (a VM entry nested in a hook or in a C function
+** called from Lua)?
 */
 static int fprec_owncf(lua_State *L, lua_State *Lv, void *vmcf)
 {
@@ -223,6 +218,11 @@ static int fprec_owncf(lua_State *L, lua_State *Lv, void *vmcf)
   return 0;
 }
 
+/* Fixes a saved interpreter rbp found at VM entry CF of L (recording was
+** off when it was saved). Another thread's VM below (a resume): its top
+** record, now; coroutine.resume returns to its caller with this rbp and
+** does not relink. L's own VM below: returned, the caller links it later.
+*/
 static void **fprec_fixslot(lua_State *L, void *cf, FPThreads *th)
 {
   void **slot = th ? fprec_vmslot(cf) : NULL;

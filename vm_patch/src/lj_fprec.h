@@ -35,9 +35,9 @@ FPRECDEF(FPREC_DECL)
 ** frame (g->fprec_retz): BC_RET_Z, whose address lj_vm_fp_retaddr() gives,
 ** or the same code in RET's recording variant, lj_vm_fp_retz, which also
 ** points rbp at the record of the frame returned to. After a trace exit
-** (fprec_exit): lj_vm_fp_exit; off, lj_vm_fp_exit_off (rbp back to its VM entry's record, for a trace that
-** ran while recording stopped) once recording ever started, before that
-** lj_vm_fp_exit_done. Likewise after a continuation (fprec_cont) and when
+** (fprec_exit): lj_vm_fp_exit; off, lj_vm_fp_exit_off (rbp back to its VM
+** entry's record, for a trace that ran while recording stopped) once
+** recording ever started, before that lj_vm_fp_exit_done. Likewise after a continuation (fprec_cont) and when
 ** resuming a coroutine (fprec_resume).
 */
 LJ_ASMF void lj_vm_fp_retz(void);

@@ -46,7 +46,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-from ljperf import perfcmd
+from ljperf import perfcmd, render
 from ljperf.messages import Fail
 from tests.lib import ljptest  # dump_pids, remove_tmp_files
 
@@ -110,10 +110,9 @@ def calibrate(o, mode, fib_n):
                                             (r.stderr or r.stdout).strip()[-300:]))
 
 
-def classify(stack):
+def classify(frames):
     """'c' (under ffilib_spin), 'lua' (under fib, a Lua or trace frame) or
-    'other', for one folded stack."""
-    frames = stack.split(";")
+    'other', for one folded stack's frames."""
     if "ffilib_spin" in frames:
         return "c"
     if any(f.split("@", 1)[0] == "fib" for f in frames):
@@ -150,11 +149,8 @@ def run_perf(o, perf, event, mode, fib_n, spin_n):
         if script.wait() != 0 or merge.wait() != 0:
             die("perf script | lj_merge failed on the %s run: %s" % (mode, err.strip()[-300:]))
         weights = {"lua": 0, "c": 0, "other": 0}
-        with open(folded) as f:
-            for line in f:
-                stack, _, n = line.rstrip("\n").rpartition(" ")
-                if stack and n.isdigit():
-                    weights[classify(stack)] += int(n)
+        for frames, n in render.load_folded(folded):
+            weights[classify(frames)] += n
         if not weights["lua"] or not weights["c"]:
             die("the %s profile has no %s samples" % (mode, "fib" if not weights["lua"]
                                                        else "ffilib_spin"))

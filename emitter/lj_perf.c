@@ -11,8 +11,9 @@
 ** - every trace: its machine code named TRACE_N::CHUNK:LINE::OWNER (OWNER is
 **   the label of the prototype the trace starts in), lines of OWNER from
 **   snapshots (code of a function it inlined: the line of the call).
-** Activation: LUAJIT_PERF (unset, "" or "0": off; "1": everything; or a
-** comma list of map,jitdump,frames; nothing else), jit.perf.start/stop/
+** Activation: LUAJIT_PERF (unset, "" or "0": off; "1": map, jitdump and
+** frames; or a comma list of map,jitdump,frames,mem; nothing else; mem:
+** allocation samples, lj_perfmem.c), jit.perf.start/stop/
 ** status, and luaJIT_perf_start/stop/status for embedders (status: the
 ** LUAJIT_PERF_* bits of luajit.h). Everything here must leave the program
 ** running: errors are reported once and switch parts off; what perf is not
@@ -57,6 +58,8 @@
 
 #define PERF_ALL	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP|LUAJIT_PERF_FRAMES)
 #define PERF_EMIT	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP)
+/* Every part; "1" (PERF_ALL) leaves allocation samples out. */
+#define PERF_PARTS	(PERF_ALL|LUAJIT_PERF_MEM)
 /* perfmask bit private to this file: describe everything at the next chunk
 ** load. Set when output starts on a state that has no prototypes yet (at
 ** lua_newstate): the standard library's Lua functions (table.remove, ...)
@@ -80,9 +83,9 @@
 /* -- Parts ---------------------------------------------------------------- */
 
 /* What a LUAJIT_PERF value or a start/stop argument may be. */
-#define PERF_VALUES	"1, 0 or a comma list of map,jitdump,frames"
+#define PERF_VALUES	"1, 0 or a comma list of map,jitdump,frames,mem"
 
-/* Parses "1", "0", "" or a comma list of map,jitdump,frames (no empty
+/* Parses "1", "0", "" or a comma list of map,jitdump,frames,mem (no empty
 ** words). Returns -1 and the first bad word in BAD for anything else.
 */
 static int perf_parse(const char *s, unsigned *mask, char *bad, size_t badsz)
@@ -95,6 +98,7 @@ static int perf_parse(const char *s, unsigned *mask, char *bad, size_t badsz)
     if (n == 3 && !strncmp(s, "map", 3)) *mask |= LUAJIT_PERF_MAP;
     else if (n == 7 && !strncmp(s, "jitdump", 7)) *mask |= LUAJIT_PERF_JITDUMP;
     else if (n == 6 && !strncmp(s, "frames", 6)) *mask |= LUAJIT_PERF_FRAMES;
+    else if (n == 3 && !strncmp(s, "mem", 3)) *mask |= LUAJIT_PERF_MEM;
     else {
       snprintf(bad, badsz, "%.*s", (int)(n > 40 ? 40 : n), s);
       *mask = 0;
@@ -103,6 +107,16 @@ static int perf_parse(const char *s, unsigned *mask, char *bad, size_t badsz)
     if (!s[n]) return 0;
     s += n + 1;
   }
+}
+
+/* " map jitdump frames mem": the parts in MASK, for a message. */
+static const char *perf_partnames(unsigned mask, char *buf)
+{
+  snprintf(buf, 32, "%s%s%s%s", (mask & LUAJIT_PERF_MAP) ? " map" : "",
+	   (mask & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
+	   (mask & LUAJIT_PERF_FRAMES) ? " frames" : "",
+	   (mask & LUAJIT_PERF_MEM) ? " mem" : "");
+  return buf;
 }
 
 static unsigned perf_writers(unsigned mask)
@@ -1220,10 +1234,11 @@ static int perf_inline_wanted(void)
   return !(s && !strcmp(s, "0"));
 }
 
-/* Turns on the parts in MASK for L's universe. Returns the parts that
-** failed to start.
+/* Turns on the parts in MASK for L's universe (allocation samples every
+** MEMRATE bytes on average, 0: LUAJIT_PERF_MEMRATE or the default).
+** Returns the parts that failed to start.
 */
-static unsigned perf_start(lua_State *L, unsigned mask)
+static unsigned perf_start(lua_State *L, unsigned mask, uint64_t memrate)
 {
   global_State *g = G(L);
   unsigned failed = 0, emit = mask & PERF_EMIT;
@@ -1248,6 +1263,8 @@ static unsigned perf_start(lua_State *L, unsigned mask)
     if (lj_fprec_start(L)) g->perfmask |= LUAJIT_PERF_FRAMES;
     else failed |= LUAJIT_PERF_FRAMES;
   }
+  if ((mask & LUAJIT_PERF_MEM) && !lj_perfmem_start(g, memrate))
+    failed |= LUAJIT_PERF_MEM;
   return failed;
 }
 
@@ -1255,6 +1272,7 @@ static void perf_stop(lua_State *L, unsigned mask)
 {
   global_State *g = G(L);
   if ((mask & LUAJIT_PERF_FRAMES)) lj_fprec_stop(L);
+  if ((mask & LUAJIT_PERF_MEM)) lj_perfmem_stop(g, 0);
   g->perfmask &= ~mask;
   if (!(g->perfmask & PERF_EMIT)) g->perfmask &= ~PERF_RESCAN;
   if (!(g->perfmask & LUAJIT_PERF_JITDUMP)) lj_tracepos_switch(g, 0);
@@ -1269,6 +1287,7 @@ static unsigned perf_status(global_State *g)
   if (!(open & LJP_MAP)) mask &= ~LUAJIT_PERF_MAP;
   if (!(open & LJP_JITDUMP)) mask &= ~LUAJIT_PERF_JITDUMP;
   if (g->fprec_on) mask |= LUAJIT_PERF_FRAMES;
+  if (lj_perfmem_on(g)) mask |= LUAJIT_PERF_MEM;
   if ((g->perfremote & mask)) mask |= LUAJIT_PERF_REMOTE;
   return mask;
 }
@@ -1295,8 +1314,12 @@ void lj_perf_init(lua_State *L)
 		    PERF_VALUES ")\n", bad);
     return;
   }
-  if (mask && (mask = perf_start(L, mask)) != 0 && (mask & LUAJIT_PERF_FRAMES))
-    fputs("ljperf: Lua frame recording could not start\n", stderr);
+  if (mask && (mask = perf_start(L, mask, 0)) != 0 &&
+      (mask & (LUAJIT_PERF_FRAMES|LUAJIT_PERF_MEM))) {
+    char buf[32];
+    fprintf(stderr, "ljperf: LUAJIT_PERF: could not start:%s\n",
+	    perf_partnames(mask & (LUAJIT_PERF_FRAMES|LUAJIT_PERF_MEM), buf));
+  }
 }
 
 void lj_perf_close(global_State *g)
@@ -1307,6 +1330,7 @@ void lj_perf_close(global_State *g)
   g->perfremote = 0;
   g->perfmask = 0;
   lj_tracepos_switch(g, 0);
+  lj_perfmem_stop(g, 1);  /* Before lua_close frees through g->allocf. */
 }
 
 /* -- Remote switch (ljperf record -p) ------------------------------------- */
@@ -1359,7 +1383,7 @@ static int64_t perf_now(void)
 */
 static unsigned perf_remote_want(void)
 {
-  unsigned want = lj_perf_ctl.want & PERF_ALL;
+  unsigned want = lj_perf_ctl.want & PERF_PARTS;
   if (want && lj_perf_ctl.target == (uint32_t)getpid() &&
       perf_now() < lj_perf_ctl.deadline)
     return want;
@@ -1387,18 +1411,18 @@ void LJ_FASTCALL lj_perf_remote(lua_State *L)
   want = perf_remote_want();
   if (want && !(g->perfremote & PERF_REMOTE_ON)) {
     unsigned parts = want & ~perf_status(g);
-    unsigned failed = parts ? perf_start(L, parts) : 0;
+    unsigned failed = parts ? perf_start(L, parts, lj_perf_ctl.mem_rate) : 0;
     g->perfremote = (uint8_t)((parts & ~failed) | PERF_REMOTE_ON);
     if ((g->perfremote & LUAJIT_PERF_FRAMES))
       lj_fprec_fixrbp(L);  /* The interpreter's rbp, saved by our caller. */
-    if (failed)
-      fprintf(stderr, "ljperf: remote start: could not start:%s%s%s\n",
-	      (failed & LUAJIT_PERF_MAP) ? " map" : "",
-	      (failed & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
-	      (failed & LUAJIT_PERF_FRAMES) ? " frames" : "");
+    if (failed) {
+      char buf[32];
+      fprintf(stderr, "ljperf: remote start: could not start:%s\n",
+	      perf_partnames(failed, buf));
+    }
     __atomic_add_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
   } else if (!want && (g->perfremote & PERF_REMOTE_ON)) {
-    perf_stop(L, g->perfremote & PERF_ALL);
+    perf_stop(L, g->perfremote & PERF_PARTS);
     g->perfremote = 0;
     __atomic_sub_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
   }
@@ -1558,7 +1582,7 @@ LUA_API int luaJIT_perf_start(lua_State *L, const char *what)
   unsigned mask;
   char bad[48];
   if (perf_parse(what ? what : "1", &mask, bad, sizeof(bad)) < 0) return -1;
-  return perf_start(L, mask) ? -1 : 0;
+  return perf_start(L, mask, 0) ? -1 : 0;
 }
 
 LUA_API int luaJIT_perf_stop(lua_State *L, const char *what)
@@ -1589,13 +1613,11 @@ static unsigned perf_argparts(lua_State *L)
 
 static int perf_lstart(lua_State *L)
 {
-  unsigned failed = perf_start(L, perf_argparts(L));
+  unsigned failed = perf_start(L, perf_argparts(L), 0);
   if (failed) {
+    char buf[32];
     lua_pushnil(L);
-    lua_pushfstring(L, "could not start:%s%s%s",
-		    (failed & LUAJIT_PERF_MAP) ? " map" : "",
-		    (failed & LUAJIT_PERF_JITDUMP) ? " jitdump" : "",
-		    (failed & LUAJIT_PERF_FRAMES) ? " frames" : "");
+    lua_pushfstring(L, "could not start:%s", perf_partnames(failed, buf));
     return 2;
   }
   lua_pushboolean(L, 1);
@@ -1612,13 +1634,15 @@ static int perf_lstop(lua_State *L)
 static int perf_lstatus(lua_State *L)
 {
   unsigned mask = perf_status(G(L));
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
   lua_pushboolean(L, (mask & LUAJIT_PERF_MAP) != 0);
   lua_setfield(L, -2, "map");
   lua_pushboolean(L, (mask & LUAJIT_PERF_JITDUMP) != 0);
   lua_setfield(L, -2, "jitdump");
   lua_pushboolean(L, (mask & LUAJIT_PERF_FRAMES) != 0);
   lua_setfield(L, -2, "frames");
+  lua_pushboolean(L, (mask & LUAJIT_PERF_MEM) != 0);
+  lua_setfield(L, -2, "mem");
   lua_pushboolean(L, (mask & LUAJIT_PERF_REMOTE) != 0);
   lua_setfield(L, -2, "remote");
   return 1;

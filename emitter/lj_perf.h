@@ -28,7 +28,7 @@
 ** tables and trace code are.
 */
 #define LJPERF_CTL_MAGIC	"\x7fLuaJIT-perfctl"	/* 16 bytes with its NUL. */
-#define LJPERF_CTL_VERSION	2
+#define LJPERF_CTL_VERSION	3	/* 3: LUAJIT_PERF_MEM, mem_rate */
 typedef struct LJPerfCtl {
   char magic[16];	/* LJPERF_CTL_MAGIC */
   uint32_t version;	/* LJPERF_CTL_VERSION: the layout below. */
@@ -55,7 +55,8 @@ typedef struct LJPerfCtl {
   uint32_t nstubgr;	/* that many, each STUBSP*NSTUB bytes of stubs. */
   uint32_t stubsp, nstub;
   uint32_t o_vmstate;	/* its vmstate (>= 0: in a trace) */
-  uint32_t unused;
+  uint32_t mem_rate;	/* ljperf: mean bytes between allocation samples
+			** (LUAJIT_PERF_MEM; 0: the default). */
 } LJPerfCtl;
 #if LJ_HASPERF
 LJ_DATA volatile LJPerfCtl lj_perf_ctl;
@@ -79,5 +80,18 @@ LJ_FUNC int luaopen_jit_perf(lua_State *L);	/* require "jit.perf" */
 #define lj_perf_trace(J, T)	UNUSED(T)
 #define lj_perf_poll(L)		UNUSED(L)
 #endif
+
+/* Allocation samples (lj_perfmem.c): the mean gap in bytes between two, by
+** default and at most (LUAJIT_PERF_MEMRATE, ljperf record --mem-rate).
+*/
+#define LJ_PERFMEM_RATE		524288
+#define LJ_PERFMEM_MINRATE	64
+#define LJ_PERFMEM_MAXRATE	0xffffffffu
+/* Start wraps G's allocator (RATE 0: LUAJIT_PERF_MEMRATE or the default);
+** 0 if it cannot. Stop unwraps it (CLOSING: lua_close).
+*/
+LJ_FUNC int lj_perfmem_start(global_State *g, uint64_t rate);
+LJ_FUNC void lj_perfmem_stop(global_State *g, int closing);
+LJ_FUNC int lj_perfmem_on(global_State *g);
 
 #endif

@@ -84,8 +84,8 @@ LJ_FUNC int luaopen_jit_perf(lua_State *L);	/* require "jit.perf" */
 /* Allocation samples (lj_perfmem.c): the mean gap in bytes between two, by
 ** default and at most (LUAJIT_PERF_MEMRATE, ljperf record --mem-rate).
 */
-#define LJ_PERFMEM_RATE		524288
-#define LJ_PERFMEM_MINRATE	64
+#define LJ_PERFMEM_RATE		524288u
+#define LJ_PERFMEM_MINRATE	64u
 #define LJ_PERFMEM_MAXRATE	0xffffffffu
 /* Start wraps G's allocator (RATE 0: LUAJIT_PERF_MEMRATE or the default);
 ** 0 if it cannot. Stop unwraps it (CLOSING: lua_close).

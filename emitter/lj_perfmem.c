@@ -27,6 +27,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -253,17 +254,29 @@ static void perfmem_reset(PerfMem *m, uint64_t rate)
   m->left = rate ? perfmem_gap(m) : INT64_MAX;
 }
 
-/* RATE 0: LUAJIT_PERF_MEMRATE from the environment, else the default. */
+/* RATE 0: LUAJIT_PERF_MEMRATE from the environment, else the default (a
+** value it cannot use is said once).
+*/
 static uint64_t perfmem_rate(uint64_t rate)
 {
-  if (!rate) {
-    const char *s = getenv("LUAJIT_PERF_MEMRATE");
-    char *end;
-    unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-    rate = (s && *s && !*end && v >= LJ_PERFMEM_MINRATE &&
-	    v <= LJ_PERFMEM_MAXRATE) ? v : LJ_PERFMEM_RATE;
+  static int said;
+  const char *s;
+  char *end;
+  unsigned long long v;
+  if (rate) return rate;
+  s = getenv("LUAJIT_PERF_MEMRATE");
+  if (!s || !*s) return LJ_PERFMEM_RATE;
+  v = strtoull(s, &end, 10);
+  if (!*end && *s >= '0' && *s <= '9' && v >= LJ_PERFMEM_MINRATE &&
+      v <= LJ_PERFMEM_MAXRATE)
+    return v;
+  if (!said) {
+    said = 1;
+    fprintf(stderr, "ljperf: LUAJIT_PERF_MEMRATE: '%.40s' is not a byte count "
+	    "from %u to %u; sampling every %u bytes\n", s, LJ_PERFMEM_MINRATE,
+	    LJ_PERFMEM_MAXRATE, LJ_PERFMEM_RATE);
   }
-  return rate;
+  return LJ_PERFMEM_RATE;
 }
 
 int lj_perfmem_start(global_State *g, uint64_t rate)

@@ -226,18 +226,19 @@ def close_targets(targets):
         t.close()
 
 
-def switch_on(targets, wanted):
-    """Writes the remote switch's requests into the WANTED targets that do
-    not refuse it, and returns at once (perf starts next): the switch says
-    per pid when it has switched on. Returns (the switch, {pid: why it never
-    will}). Refuses in one line when no target can have Lua frames."""
+def switch_on(targets, wanted, mem_rate=None):
+    """Writes the remote switch's requests (with allocation samples every
+    MEM_RATE bytes if given) into the WANTED targets that do not refuse it,
+    and returns at once (perf starts next): the switch says per pid when it
+    has switched on. Returns (the switch, {pid: why it never will}).
+    Refuses in one line when no target can have Lua frames."""
     asked = [t.pid for t in wanted if not t.refuses()]
     on_already = {t.pid for t in wanted if t.dump_seen}
 
     def switched(pid, seconds):
         if pid not in on_already:
             say("pid %d: switched recording on after %.2f s" % (pid, seconds))
-    sw = remote.RemoteSwitch(asked, on_switch=switched)
+    sw = remote.RemoteSwitch(asked, on_switch=switched, mem_rate=mem_rate)
     try:
         noblock = set(sw.start())
     except remote.RemoteError as e:
@@ -255,6 +256,10 @@ def switch_on(targets, wanted):
             for t in targets))
     for p, why in sorted(never.items()):
         say("pid %d will not switch recording on: %s; recording its host frames" % (p, why))
+    for p in sorted(sw.no_mem):
+        say("pid %d cannot sample its allocations: its LuaJIT predates ljperf's "
+            "allocation samples (rebuild it with this ljperf); recording its CPU "
+            "profile only" % p)
     return sw, never
 
 

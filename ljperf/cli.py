@@ -1,6 +1,6 @@
 """ljperf: one command from a LuaJIT program to a flame graph.
 
-  ljperf record [-o DIR] [-F HZ] [--duration S] -- CMD [ARGS...]
+  ljperf record [-o DIR] [-F HZ] [--duration S] [--mem] -- CMD [ARGS...]
   ljperf record -p PID[,PID...] [-o DIR] [-F HZ] [--duration S]
   ljperf record --nginx MASTER_PID [-o DIR] [-F HZ] [--duration S]
   ljperf report DIR
@@ -20,6 +20,15 @@ then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
                     jit-PID.dump.inline: the Lua functions each trace inlined
   jitted-PID-N.so, perf-PID.map, .debug/ (build-id cache),
   ljperf.json (what was recorded), *.log (perf's own messages)
+
+`--mem` also samples the program's GC allocations (every 512 KiB on average,
+--mem-rate) with their full stacks and tracks which the GC frees:
+
+  alloc.html        what allocated how many bytes (flame graph, bytes)
+  inuse.html        what holds the sampled bytes still live at the end
+  alloc.folded, inuse.folded, mem.kinds
+  mem.pb.gz         pprof heap profile: alloc_objects, alloc_space,
+                    inuse_objects, inuse_space (go tool pprof)
 
 `report DIR` renders profile.folded and flamegraph.html again from DIR's
 perf data (e.g. with other --lines/--keep-vm options). `--format speedscope`
@@ -50,6 +59,7 @@ from ljperf.postproc import FORMATS
 
 DEFAULT_EVENT = "cycles:u"   # perf falls back to cpu-clock:u without a PMU
 DEFAULT_HZ = 999
+MEM_RATE_MIN, MEM_RATE_MAX = 64, (1 << 32) - 1   # LJ_PERFMEM_MINRATE, MAXRATE
 
 
 def resolve_command(name):
@@ -63,6 +73,25 @@ def resolve_command(name):
     if not found:
         raise Fail("command not found: %s" % name)
     return found
+
+
+def mem_rate(text):
+    """--mem-rate BYTES: a whole number of bytes, or with a k/m/g suffix
+    (KiB, MiB, GiB), within what the VM takes (lj_perf.h)."""
+    t = text.strip().lower().rstrip("b")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(t[-1:], 1)
+    if mult > 1:
+        t = t[:-1]
+    try:
+        v = int(t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a byte count: %r (e.g. 524288, 512k, 1m)"
+                                         % text)
+    if not MEM_RATE_MIN <= v <= MEM_RATE_MAX:
+        raise argparse.ArgumentTypeError("%r: the mean gap between two allocation "
+                                         "samples must be %d bytes to 4 GiB - 1"
+                                         % (text, MEM_RATE_MIN))
+    return v
 
 
 def record_args(opts):
@@ -80,6 +109,8 @@ def record_args(opts):
         raise Fail("-F: the frequency must be > 0", 2)
     if opts.duration is not None and opts.duration <= 0:
         raise Fail("--duration: must be > 0 seconds", 2)
+    if opts.mem_rate is not None and not opts.mem:
+        raise Fail("--mem-rate needs --mem", 2)
     return cmd
 
 
@@ -230,6 +261,13 @@ def make_parser():
     r.add_argument("--nginx", metavar="MASTER_PID", type=int,
                    help="attach to an nginx master and its workers (and the workers "
                         "a reload or binary upgrade starts while recording)")
+    r.add_argument("--mem", action="store_true",
+                   help="also sample GC allocations and track their frees: "
+                        "alloc.html, inuse.html, alloc.folded, inuse.folded, mem.pb.gz "
+                        "(docs/memory.md)")
+    r.add_argument("--mem-rate", metavar="BYTES", type=mem_rate,
+                   help="with --mem: one allocation sample per BYTES allocated, on "
+                        "average (default: 512k; suffixes k, m, g)")
     r.add_argument("-e", "--event", metavar="EVENT",
                    help="perf event (default: %s, user space only; perf uses "
                         "cpu-clock:u where there are no hardware counters)" % DEFAULT_EVENT)

@@ -46,12 +46,21 @@ def no_bpf_event(perf):
     return ("--no-bpf-event",) if "--no-bpf-event" in r.stdout + r.stderr else ()
 
 
-def record_argv(perf, outdir, data, event, freq):
-    """perf record of EVENT at FREQ Hz into DATA, as ljperf records: the
-    target (-- CMD, or -p PIDS) follows."""
+# The allocation samples of the patched VM (--mem; emitter/lj_perfmem.c):
+# every page fault, with the registers that describe an allocation.
+MEM_EVENT = "page-faults/period=1/u"
+MEM_USER_REGS = "ax,cx,dx,si,r8"
+
+
+def record_argv(perf, outdir, data, event, freq, mem=False):
+    """perf record of EVENT at FREQ Hz into DATA, as ljperf records, and
+    with MEM the allocation samples too: the target (-- CMD, or -p PIDS)
+    follows."""
+    events = ["-e", event] + (["-e", MEM_EVENT] if mem else [])
+    regs = PC_USER_REGS + ("," + MEM_USER_REGS if mem else "")
     return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
-            ["-e", event, "-k", "mono", "-g", "--call-graph", "fp",
-             "--user-regs=" + PC_USER_REGS, "-F", str(freq), "-o", data])
+            events + ["-k", "mono", "-g", "--call-graph", "fp",
+                      "--user-regs=" + regs, "-F", str(freq), "-o", data])
 
 
 def event_name(perf, outdir, data):

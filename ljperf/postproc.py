@@ -2,7 +2,9 @@
 recording. The jitdumps are pruned to the code that was sampled, perf
 inject --jit names that code, perf script | lj_merge folds the stacks
 (profile.folded, profile.kinds, profile.pb.gz), and the page is written
-(flamegraph.html)."""
+(flamegraph.html). A --mem recording's allocation samples are folded
+again, by lj_merge --mem, into the memory profiles (alloc.folded,
+inuse.folded, mem.kinds, mem.pb.gz, alloc.html, inuse.html)."""
 
 import glob
 import os
@@ -111,14 +113,22 @@ def inject(perf, outdir, data, out):
 FORMATS = {"speedscope": "profile.speedscope.json"}
 
 
-def merge_argv(outdir, opts, fmt, switched_at=None):
+def merge_argv(outdir, opts, fmt, switched_at=None, event=None):
     """lj_merge's command line for OPTS, and the file it writes: FMT
     "folded" is DIR/profile.folded with DIR/profile.kinds and
-    DIR/profile.pb.gz beside it; another lj_merge --format goes into
+    DIR/profile.pb.gz beside it; "mem" DIR/alloc.folded with inuse.folded,
+    mem.kinds and mem.pb.gz; another lj_merge --format goes into
     DIR/FORMATS[FMT]. SWITCHED_AT ({"pid": seconds}, ljperf.json): each
     attached process's samples before its switch keep their host frames
-    only (--from)."""
-    if fmt == "folded":
+    only (--from). EVENT: the samples to keep (lj_merge --event)."""
+    if fmt == "mem":
+        out = os.path.join(outdir, "alloc.folded")
+        argv = lj_merge_argv() + ["--mem", "--jit-tag", "--jitdump", outdir,
+                                  "--kinds", os.path.join(outdir, "mem.kinds"),
+                                  "--pprof", os.path.join(outdir, "mem.pb.gz"),
+                                  "--inuse", os.path.join(outdir, "inuse.folded"),
+                                  "-o", out]
+    elif fmt == "folded":
         out = os.path.join(outdir, "profile.folded")
         argv = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir,
                                   "--kinds", os.path.join(outdir, "profile.kinds"),
@@ -134,17 +144,20 @@ def merge_argv(outdir, opts, fmt, switched_at=None):
             argv.append(opt)
     for pid, t in sorted((switched_at or {}).items()):
         argv += ["--from", "%s:%.6f" % (pid, t)]
+    if event:
+        argv += ["--event", event]
     return argv, out
 
 
-def fold(perf, outdir, data, opts, fmt="folded", switched_at=None):
+def fold(perf, outdir, data, opts, fmt="folded", switched_at=None, event=None):
     """perf script | lj_merge -> DIR/profile.folded and DIR/profile.kinds
-    (FMT: another lj_merge --format, into DIR/FORMATS[FMT]; SWITCHED_AT:
-    merge_argv)."""
+    (FMT: "mem", or another lj_merge --format, merge_argv; SWITCHED_AT,
+    EVENT: merge_argv)."""
     fields = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
-    if opts.lines or fmt == "folded":
-        fields += ",uregs"        # R13: the interpreted leaf's line (--lines, profile.pb.gz)
-    merge, folded = merge_argv(outdir, opts, fmt, switched_at)
+    if opts.lines or fmt in ("folded", "mem"):
+        fields += ",uregs"        # R13: the interpreted leaf's line (--lines, profile.pb.gz);
+                                  # the allocation samples' registers (mem)
+    merge, folded = merge_argv(outdir, opts, fmt, switched_at, event)
     log_sfx = "" if fmt == "folded" else "-" + fmt
     slog = os.path.join(outdir, "perf-script%s.log" % log_sfx)
     with open(slog, "w") as slogf:
@@ -171,7 +184,7 @@ def fold(perf, outdir, data, opts, fmt="folded", switched_at=None):
         raise Fail("perf script failed: %s" % one_line(read_text(slog)))
     if m.returncode != 0:
         raise Fail("lj_merge failed: %s" % one_line(merr))
-    return folded, os.path.join(outdir, "profile.kinds")
+    return folded, os.path.join(outdir, "mem.kinds" if fmt == "mem" else "profile.kinds")
 
 
 def write_profile(perf, outdir, data, opts, meta):
@@ -179,12 +192,14 @@ def write_profile(perf, outdir, data, opts, meta):
     profile.kinds and profile.pb.gz, the --format outputs, and the page
     flamegraph.html. Returns (folded, page, total weight, event)."""
     cut = meta.get("switched_at")
-    folded, kinds_path = fold(perf, outdir, data, opts, switched_at=cut)
+    event = event_name(perf, outdir, data) or meta.get("event")
+    # With --mem the page faults may outnumber the CPU samples: name the event
+    only = event if "mem_rate" in meta else None
+    folded, kinds_path = fold(perf, outdir, data, opts, switched_at=cut, event=only)
     stacks = load_folded(folded)
     if not stacks:
         raise Fail("no samples: the profile is empty (did the program run long enough "
                    "and use the CPU? try a longer run or a higher -F)")
-    event = event_name(perf, outdir, data) or meta.get("event")
     m = {"title": meta.get("title"), "event": event, "unit": event_unit(event),
          "frequency": meta.get("frequency"), "recorded": meta.get("recorded"),
          "duration": meta.get("duration"), "target": meta.get("target")}
@@ -196,6 +211,56 @@ def write_profile(perf, outdir, data, opts, meta):
     except Fail as e:
         raise Fail("%s (profile.folded is written: %s)" % (e, folded), e.code)
     return folded, html_out, sum(w for _, w in stacks), event
+
+
+# The memory profiles' pages: folded file -> (page, title of its weights).
+MEM_PAGES = (("alloc.folded", "alloc.html", "allocated"),
+             ("inuse.folded", "inuse.html", "in use at the end"))
+
+
+def write_mem_profile(perf, outdir, data, opts, meta):
+    """A --mem recording's allocation samples folded (lj_merge --mem) into
+    alloc.folded, inuse.folded, mem.kinds and mem.pb.gz, and the pages
+    alloc.html and inuse.html. Returns {folded file: (page or None, total
+    bytes)}; a profile without samples gets no page (said once)."""
+    fold(perf, outdir, data, opts, "mem", meta.get("switched_at"))
+    kinds = load_kinds(os.path.join(outdir, "mem.kinds"))
+    out = {}
+    for name, page, what in MEM_PAGES:
+        stacks = load_folded(os.path.join(outdir, name))
+        total = sum(w for _, w in stacks)
+        out[name] = (None, total)
+        if not stacks:
+            continue
+        m = {"title": "%s: bytes %s" % (meta.get("title") or "", what),
+             "event": "allocations (1 sample per %d bytes)" % meta["mem_rate"],
+             "unit": "bytes", "frequency": None, "recorded": meta.get("recorded"),
+             "duration": meta.get("duration"), "target": meta.get("target")}
+        render_html(stacks, kinds, m, os.path.join(outdir, page))
+        out[name] = (os.path.join(outdir, page), total)
+    if not out["alloc.folded"][1]:
+        say("warning: --mem: no allocation was sampled (did the program allocate more "
+            "than --mem-rate %d bytes while recording? a smaller --mem-rate samples "
+            "more)" % meta["mem_rate"])
+    return out
+
+
+def print_mem_result(outdir, mem):
+    (alloc_page, alloc), (inuse_page, inuse) = (mem[n] for n, _, _ in MEM_PAGES)
+    say("memory: %s allocated, %s of it in use at the end (estimates from samples)"
+        % (human_bytes(alloc), human_bytes(inuse)))
+    for label, page in (("allocations", alloc_page), ("in use", inuse_page)):
+        if page:
+            say("  %-14s %s" % (label, page))
+    say("  pprof          %s  (go tool pprof -sample_index=inuse_space %s)"
+        % (os.path.join(outdir, "mem.pb.gz"), os.path.join(outdir, "mem.pb.gz")))
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return ("%d %s" if unit == "B" else "%.1f %s") % (n, unit)
+        n /= 1024.0
 
 
 def print_result(outdir, folded, html_out, total, event, data):

@@ -15,7 +15,8 @@ import time
 from ljperf import attach
 from ljperf.messages import Fail, one_line, read_text, say
 from ljperf.perfcmd import need_perf, paranoid_error, paranoid_value, record_argv
-from ljperf.postproc import dumps_in, inject, print_result, prune_dumps, write_profile
+from ljperf.postproc import (dumps_in, inject, print_mem_result, print_result, prune_dumps,
+                             write_mem_profile, write_profile)
 from ljperf.procs import children_of, proc_alive
 
 STOP_GRACE = 10.0            # seconds perf gets to stop after SIGINT
@@ -215,20 +216,32 @@ def attach_status(rec, title, pids):
 
 # -- Launch, attach, finish --------------------------------------------------------
 
+MEM_RATE = 524288            # LJ_PERFMEM_RATE: the VM's default
+
+
+def mem_meta(opts):
+    """{"mem_rate": bytes} for a --mem recording (ljperf.json), else {}."""
+    return {"mem_rate": opts.mem_rate or MEM_RATE} if getattr(opts, "mem", False) else {}
+
+
 def record_launch(opts, perf, event, cmd):
-    """Runs CMD under perf record with LUAJIT_PERF=1 and LUAJIT_PERF_DIR=DIR:
-    its jitdump and perf map land in DIR."""
+    """Runs CMD under perf record with LUAJIT_PERF=1 (with --mem: all parts
+    and mem) and LUAJIT_PERF_DIR=DIR: its jitdump and perf map land in
+    DIR."""
     outdir = make_outdir(opts.output)
     data = os.path.join(outdir, "perf.data")
     # perf's messages go to perf-record.log, the program's stderr to ours:
     # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
     errfd = spare_fd()
-    argv = record_argv(perf, outdir, data, event, opts.freq) + [
+    argv = record_argv(perf, outdir, data, event, opts.freq, opts.mem) + [
         "--", "/bin/sh", "-c", 'exec "$@" 2>&%d %d>&-' % (errfd, errfd), "sh"] + cmd
     env = dict(os.environ)
-    env["LUAJIT_PERF"] = "1"
+    env["LUAJIT_PERF"] = "map,jitdump,frames,mem" if opts.mem else "1"
     env["LUAJIT_PERF_DIR"] = outdir
-    meta = new_meta(opts, " ".join(cmd), "command", event, command=cmd, pid=None)
+    if opts.mem:
+        env["LUAJIT_PERF_MEMRATE"] = str(opts.mem_rate or MEM_RATE)
+    meta = new_meta(opts, " ".join(cmd), "command", event, command=cmd, pid=None,
+                    **mem_meta(opts))
     log = os.path.join(outdir, "perf-record.log")
     rec = Recording(argv, env, log, opts.duration, errfd)
     try:
@@ -255,7 +268,8 @@ def record_attach(opts, perf, event, pids):
     on errors and Ctrl-C too."""
     targets = attach.open_targets(pids)
     try:
-        sw, never = attach.switch_on(targets, [t for t in targets if t.pid != opts.nginx])
+        sw, never = attach.switch_on(targets, [t for t in targets if t.pid != opts.nginx],
+                                     mem_meta(opts).get("mem_rate"))
         try:
             return record_switched(opts, perf, event, targets, sw, never)
         finally:
@@ -273,9 +287,10 @@ def record_switched(opts, perf, event, targets, sw, never):
     pids = [t.pid for t in targets]
     title = ("nginx %d" % opts.nginx if opts.nginx is not None else
              "pid " + ",".join(map(str, pids)))
-    argv = record_argv(perf, outdir, data, event, opts.freq) + [
+    argv = record_argv(perf, outdir, data, event, opts.freq, opts.mem) + [
         "-p", ",".join(map(str, pids))]
-    meta = new_meta(opts, title, "pid", event, command=[], pid=pids[0], attached=pids)
+    meta = new_meta(opts, title, "pid", event, command=[], pid=pids[0], attached=pids,
+                    **mem_meta(opts))
     log = os.path.join(outdir, "perf-record.log")
     rec = Recording(argv, dict(os.environ), log, opts.duration)
     timer = threading.Timer(attach.NOT_YET, attach.note_not_yet, (targets, sw))
@@ -334,11 +349,14 @@ def finish(perf, outdir, data, opts, meta, prune=True, do_inject=True, injected=
         if do_inject and injected is not None:
             injected()
         folded, html_out, total, event = write_profile(perf, outdir, src, opts, meta)
+        mem = write_mem_profile(perf, outdir, src, opts, meta) if "mem_rate" in meta else None
     except Fail as e:
         # one line: the error, and what happened to the program
         raise Fail("%s [%s]" % (e, status), e.code)
     say(status)
     print_result(outdir, folded, html_out, total, event, src)
+    if mem is not None:
+        print_mem_result(outdir, mem)
     return 0
 
 
@@ -363,7 +381,10 @@ def report(opts):
         src = jit if inject(perf, outdir, data, jit) else data
     try:
         folded, html_out, total, event = write_profile(perf, outdir, src, opts, meta)
+        mem = write_mem_profile(perf, outdir, src, opts, meta) if "mem_rate" in meta else None
     except KeyboardInterrupt:
         raise Fail("interrupted", 130)
     print_result(outdir, folded, html_out, total, event, src)
+    if mem is not None:
+        print_mem_result(outdir, mem)
     return 0

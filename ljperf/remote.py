@@ -1,4 +1,5 @@
-"""ljperf's remote switch: turns recording (map, jitdump, frames) on in a
+"""ljperf's remote switch: turns recording (map, jitdump, frames, and with
+--mem allocation samples) on in a
 running ljperf-patched LuaJIT process and off again (docs/remote.md).
 
 The patched VM has one control block per process (emitter/lj_perf.h,
@@ -25,20 +26,24 @@ import time
 from ljperf import kick
 
 MAGIC = b"\x7fLuaJIT-perfctl\0"
-VERSION = 2
+VERSION = 3
+KICK_VERSION = 2            # the first with the kick's fields
+MEM_VERSION = 3             # the first that samples allocations (mem_rate)
 # emitter/lj_perf.h, LJPerfCtl. Version 1 (VMs before the kick) is the
-# first 10 fields: it is switched the same way, but never kicked.
+# first 10 fields: it is switched the same way, but never kicked. Version 2
+# has the same size as 3: mem_rate was unused.
 FIELDS = (("magic", "16s"), ("version", "I"), ("size", "I"), ("seq", "I"), ("want", "I"),
           ("deadline", "q"), ("target", "I"), ("owner", "I"), ("ack", "I"),
           ("nremote", "i"), ("nstates", "I"), ("lock", "I"), ("states", "Q"),
           ("kick", "Q"), ("inject", "Q"), ("o_next", "I"), ("o_disp", "I"),
           ("nkick", "I"), ("o_mcarea", "I"), ("o_stubs", "I"), ("nstubgr", "I"),
-          ("stubsp", "I"), ("nstub", "I"), ("o_vmstate", "i"), ("unused", "I"))
+          ("stubsp", "I"), ("nstub", "I"), ("o_vmstate", "i"), ("mem_rate", "I"))
 LAYOUT = struct.Struct("<" + "".join(f for _, f in FIELDS))
 LAYOUT_V1 = struct.Struct("<" + "".join(f for _, f in FIELDS[:10]))
-LAYOUTS = {1: LAYOUT_V1, VERSION: LAYOUT}
-OFS_SEQ, OFS_WANT, OFS_DEADLINE, OFS_TARGET = 24, 28, 32, 40
+LAYOUTS = {1: LAYOUT_V1, KICK_VERSION: LAYOUT, VERSION: LAYOUT}
+OFS_SEQ, OFS_WANT, OFS_DEADLINE, OFS_TARGET, OFS_MEM_RATE = 24, 28, 32, 40, 124
 PARTS_ALL = 0x07            # LUAJIT_PERF_MAP | JITDUMP | FRAMES
+PART_MEM = 0x10             # LUAJIT_PERF_MEM
 LEASE = 3.0                 # seconds a request holds without renewal
 RENEW = 1.0                 # seconds between renewals
 ACK_POLL = 0.02             # seconds between looks at the acks
@@ -123,7 +128,7 @@ class Block:
         if len(raw) < LAYOUT_V1.size:       # a zombie: no memory left
             raise OSError(errno.ESRCH, "pid %d has exited" % self.pid)
         version = struct.unpack_from("<I", raw, 16)[0]
-        layout = LAYOUT if version == VERSION and len(raw) == LAYOUT.size else LAYOUT_V1
+        layout = LAYOUT if version >= KICK_VERSION and len(raw) == LAYOUT.size else LAYOUT_V1
         c = dict.fromkeys((k for k, _ in FIELDS), 0)
         c.update(zip((k for k, _ in FIELDS), layout.unpack_from(raw)))
         return c
@@ -140,8 +145,10 @@ class RemoteSwitch:
     touched again. ON_SWITCH(pid, seconds) is called (from the thread) when
     a process has switched on, SECONDS after its request."""
 
-    def __init__(self, pids, on_switch=None):
+    def __init__(self, pids, on_switch=None, mem_rate=None):
         self.pids, self.on_switch = pids, on_switch
+        self.mem_rate = mem_rate    # bytes: allocation samples wanted too
+        self.no_mem = set()         # pids whose VM cannot sample allocations
         self.asked = []             # (Block, seq we wrote)
         self.switched = {}          # pid -> seconds from request to ack
         self.gone = set()           # pids whose memory we can no longer read
@@ -170,7 +177,11 @@ class RemoteSwitch:
         self._t0 = time.monotonic()
         for pid, b in plan:
             if b is not None:
-                self.asked.append((b, ask(b, pid)))
+                mem = self.mem_rate
+                if mem and b.read()["version"] < MEM_VERSION:
+                    self.no_mem.add(pid)
+                    mem = None
+                self.asked.append((b, ask(b, pid, mem)))
         if self.asked:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
@@ -245,7 +256,7 @@ class RemoteSwitch:
             self._cpu[b.pid] = cpu
             self._kicked[b.pid] = t
             try:
-                if b.read()["version"] < VERSION:
+                if b.read()["version"] < KICK_VERSION:
                     self.kick_error[b.pid] = "its LuaJIT predates the kick"
                     continue
                 kick.kick(b.pid, b.read)
@@ -332,11 +343,14 @@ def check_free(b):
                           "(pid %d); wait for it to end" % (b.pid, c["owner"]))
 
 
-def ask(b, pid):
-    """Writes a request for all parts into B; returns its seq."""
+def ask(b, pid, mem_rate=None):
+    """Writes a request for all parts (and allocation samples every MEM_RATE
+    bytes) into B; returns its seq."""
     seq = next_seq(b.read()["seq"])
     # The request first, seq last: the VM reads seq, then the rest.
-    b.write(OFS_WANT, "<Iq", PARTS_ALL, lease_end())
+    if mem_rate:
+        b.write(OFS_MEM_RATE, "<I", mem_rate)
+    b.write(OFS_WANT, "<Iq", PARTS_ALL | (PART_MEM if mem_rate else 0), lease_end())
     b.write(OFS_TARGET, "<II", ns_pid(pid), os.getpid())
     b.write(OFS_SEQ, "<I", seq)
     return seq

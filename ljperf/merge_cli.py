@@ -84,6 +84,17 @@ Frames
                  chain holding a value in -4095..-1 (garbage read through
                  code without frame pointers).
 
+Memory profiles (--mem)
+-----------------------
+  The patched VM samples GC allocations (mean gap RATE bytes) and makes each
+  sampled allocation, and each free of a sampled object, a page fault:
+    perf record -e page-faults/period=1/u -g --call-graph fp --user-regs=r13,ax,cx,dx,si,r8
+  A trap's registers: CX = 'LJMEM' << 16 | SKIP << 8 | TYPE (1 alloc, 2
+  free; SKIP leaf frames dropped), AX size, DX address, SI RATE, R8 sequence
+  number (a repeat is a duplicate fault: dropped), R13 the Lua PC. Bytes are
+  scaled as Go does (1 / (1 - exp(-size/RATE)) allocations per sample); the
+  output is allocated space, --inuse FILE the space not freed by the end.
+
 Robustness: malformed or truncated lines are skipped and counted (one
 summary line on stderr); a sample lj_merge cannot make sense of is dropped
 and counted, never the run. What the input lacks (-F fields) and what that

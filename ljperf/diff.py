@@ -17,6 +17,12 @@ Normalised (default): a frame's value is its share of its profile's total
 weight, the change is in percentage points of all samples. --absolute: raw
 weights (for two recordings of the same length and rate).
 
+Units: weights are shown as counts, except for memory profiles: bytes
+(B, KiB, MiB...) when opts.unit is "bytes" (`--unit bytes`), when a side
+is a memory profile's folded file (alloc.folded, inuse.folded: what lj_merge
+--mem and --inuse write) or a directory whose ljperf.json says "unit":
+"bytes". Both sides must agree.
+
 Called by ljperf.cli (`ljperf diff`); draws with ljperf.render.
 """
 
@@ -31,7 +37,9 @@ SCALE = 1e6          # normalised widths: shares in millionths (the renderer's v
 
 
 class Side:
-    """One profile: its stacks [(frames, weight)], kinds, title, event."""
+    """One profile: its stacks [(frames, weight)], kinds, title, and its
+    unit ("bytes" for a memory profile, else "") with the name of what is
+    weighed (render.MEM_NAMES) or None."""
 
     def __init__(self, path):
         self.path = path
@@ -44,8 +52,13 @@ class Side:
                 meta = json.loads(read_text(os.path.join(path, "ljperf.json")) or "{}")
             except ValueError:
                 meta = {}
+            if not isinstance(meta, dict):
+                meta = {}
         else:
             folded = path
+        stem = os.path.splitext(os.path.basename(folded))[0]
+        self.weight_name = render.MEM_NAMES.get(stem)
+        self.unit = "bytes" if self.weight_name or meta.get("unit") == "bytes" else ""
         if not os.path.isfile(folded):
             raise Fail("%s: no folded profile (%s): give an ljperf output directory "
                           "or a folded file" % (path, folded))
@@ -126,17 +139,32 @@ def diff_tree(before, after, absolute=False):
     return top, biggest
 
 
-def write_html(before, after, out, absolute=False):
+def units(before, after, unit=None):
+    """(unit, weight name) of the page: UNIT ("bytes" from --unit) or the
+    sides'; Fail when they disagree."""
+    if unit is None:
+        if before.unit != after.unit:
+            raise Fail("%s is in %s, %s in %s: give --unit to compare them anyway"
+                       % (before.path, before.unit or "samples", after.path,
+                          after.unit or "samples"))
+        unit = after.unit
+    name = after.weight_name if after.weight_name == before.weight_name else None
+    return unit, name or ("space" if unit == "bytes" else "weight")
+
+
+def write_html(before, after, out, absolute=False, unit=None):
     tree, biggest = diff_tree(before, after, absolute)
     # ljperf.json names the event asked for, not always the one recorded
-    # (cpu-clock without a PMU): weights are shown without a unit.
+    # (cpu-clock without a PMU): weights are shown without a unit, except
+    # the bytes of memory profiles.
+    unit, weight_name = units(before, after, unit)
     data = {"mode": "diff", "absolute": bool(absolute), "tree": tree,
             "title": "%s \u2192 %s" % (before.title, after.title),
             "before": {"title": before.title, "total": before.total, "path": before.path,
                        "command": before.command},
             "after": {"title": after.title, "total": after.total, "path": after.path,
                       "command": after.command},
-            "event": None, "unit": "", "weightName": "weight",
+            "event": None, "unit": unit, "weightName": weight_name,
             "maxDelta": biggest, "total": tree["v"], "kindSelf": {}}
     render.write_page(data, "diff " + data["title"], out)
 
@@ -156,6 +184,6 @@ def run(opts):
             sys.stdout.writelines(lines)
         return 0
     out = os.path.abspath(opts.output or "diff.html")
-    write_html(before, after, out, opts.absolute)
+    write_html(before, after, out, opts.absolute, getattr(opts, "unit", None))
     say("diff flame graph %s" % out)
     return 0

@@ -84,6 +84,17 @@ Frames
                  chain holding a value in -4095..-1 (garbage read through
                  code without frame pointers).
 
+Memory profiles (--mem)
+-----------------------
+  The patched VM samples GC allocations (mean gap RATE bytes) and makes each
+  sampled allocation, and each free of a sampled object, a page fault:
+    perf record -e page-faults/period=1/u -g --call-graph fp --user-regs=r13,ax,cx,dx,si,r8
+  A trap's registers: CX = 'LJMEM' << 16 | SKIP << 8 | TYPE (1 alloc, 2
+  free; SKIP leaf frames dropped), AX size, DX address, SI RATE, R8 sequence
+  number (a repeat is a duplicate fault: dropped), R13 the Lua PC. Bytes are
+  scaled as Go does (1 / (1 - exp(-size/RATE)) allocations per sample); the
+  output is allocated space, --inuse FILE the space not freed by the end.
+
 Robustness: malformed or truncated lines are skipped and counted (one
 summary line on stderr); a sample lj_merge cannot make sense of is dropped
 and counted, never the run. What the input lacks (-F fields) and what that
@@ -99,6 +110,7 @@ import signal
 import sys
 
 from ljperf import writers
+from ljperf.memory import Memory
 from ljperf.merger import Merger
 from ljperf.perfscript import Reader
 from ljperf.resolve import Resolver, one_line
@@ -143,12 +155,15 @@ def wants_lines(opts):
 
 def merge(f, opts, warn):
     """Reads perf script text from the binary file F. Returns (the Merger,
-    the Reader's Stats, the Resolver)."""
+    the Reader's Stats, the Resolver); with --mem the Merger's `mem` is
+    the Memory that read the samples (memory.py), else None."""
     res = Resolver(opts.jitdump, warn)
     merger = Merger(opts, res, wants_lines(opts))
+    merger.mem = Memory(merger, opts) if opts.mem else None
+    feed = merger.mem.feed if opts.mem else merger.feed
     rd = Reader(f)
     for batch in rd.batches():
-        merger.feed(batch)
+        feed(batch)
     if res.nodump and any(v is not None for v in res.dumps.values()):
         ps = sorted(res.nodump)
         warn("no jit-PID.dump for pid %s%s: their Lua frames stay [unknown] (a forked "
@@ -160,8 +175,14 @@ def merge(f, opts, warn):
 
 def write(merger, opts, meta, out):
     """Feeds every stack to the writers of OPTS; returns the --kinds and
-    --pprof writers (or None) for the caller to finish."""
+    --pprof writers (or None) for the caller to finish, and with --mem
+    the --inuse one."""
     root_mode = 2 if opts.tid else (1 if opts.pid else 0)
+    if merger.mem is not None:
+        ws = merger.mem.write(merger, root_mode, dict(meta, kinds=opts.kinds, pprof=opts.pprof),
+                              opts.format, opts.inuse)
+        ws["main"].finish(out)
+        return ws.get("kinds"), ws.get("pprof"), ws.get("inuse")
     main_w = writers.WRITERS[opts.format](meta)
     ws = [main_w]
     kinds_w = writers.Kinds(meta) if opts.kinds else None
@@ -174,7 +195,7 @@ def write(merger, opts, meta, out):
         for w in ws:
             w.stack(*st)
     main_w.finish(out)
-    return kinds_w, pprof_w
+    return kinds_w, pprof_w, None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -232,6 +253,17 @@ def make_parser():
     p.add_argument("--event", metavar="NAME",
                    help="keep samples of this event (default: the event with the most "
                         "samples; 'all' keeps every sample)")
+    p.add_argument("--mem", action="store_true",
+                   help="memory profile from the VM's allocation traps (page faults "
+                        "with CX = 'LJMEM' << 16 | SKIP << 8 | TYPE, AX size, DX address, "
+                        "SI the sampling gap, R8 a sequence number, R13 the Lua PC; "
+                        "record -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8): "
+                        "the output is allocated space in bytes, scaled as Go does; "
+                        "--pprof and --format pprof write alloc_objects, alloc_space, "
+                        "inuse_objects and inuse_space (see docs/ljperf.md)")
+    p.add_argument("--inuse", metavar="FILE",
+                   help="with --mem: also write the space still in use at the end of "
+                        "the input (sampled allocations not freed) as folded stacks")
     p.add_argument("--from", metavar="PID:SECONDS", dest="cut", action="append",
                    type=cut_arg, default=[],
                    help="PID's samples taken before SECONDS (perf's clock, as perf "
@@ -267,9 +299,13 @@ def open_input(path):
 
 
 def write_outputs(merger, opts, event):
-    """The main output, --kinds and --pprof; an error message or None."""
+    """The main output, --kinds, --pprof and --inuse; an error message or
+    None."""
     meta = {"event": event, "span": merger.span(),
             "name": os.path.basename(opts.input) if opts.input != "-" else "perf script"}
+    mem = merger.mem
+    if mem is not None:
+        meta.update(event=mem.event_name(), span=mem.span(), unit="bytes", rate=mem.rate())
     binary = getattr(writers.WRITERS[opts.format], "BINARY", False)
     if binary and not opts.output and sys.stdout.isatty():
         return "%s output is binary: give -o FILE or redirect stdout" % opts.format
@@ -280,7 +316,7 @@ def write_outputs(merger, opts, event):
         else:
             out = (open(opts.output, "w", encoding="utf-8", errors="replace")
                    if opts.output else sys.stdout)
-        kinds, prof = write(merger, opts, meta, out)
+        kinds, prof, inuse = write(merger, opts, meta, out)
         out.flush()
     except OSError as e:
         if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
@@ -289,12 +325,13 @@ def write_outputs(merger, opts, event):
     finally:
         if out is not None and out not in (sys.stdout, sys.stdout.buffer):
             out.close()
-    if kinds is not None:
-        try:
-            with open(opts.kinds, "w", encoding="utf-8", errors="replace") as kf:
-                kinds.finish(kf)
-        except OSError as e:
-            return "cannot write %s: %s" % (opts.kinds, e.strerror or e)
+    for w, path in ((kinds, opts.kinds), (inuse, opts.inuse)):
+        if w is not None:
+            try:
+                with open(path, "w", encoding="utf-8", errors="replace") as kf:
+                    w.finish(kf)
+            except OSError as e:
+                return "cannot write %s: %s" % (path, e.strerror or e)
     if prof is not None:
         try:
             with open(opts.pprof, "wb") as pf:
@@ -319,8 +356,14 @@ def summary(merger, st, res, opts, warn):
     if merger.other_events:
         say("%s: ignored %d samples of other events than %s (see --event)\n"
             % (PROG, merger.other_events, merger.ev_filter))
+    if merger.mem is not None:
+        say("%s: %s\n" % (PROG, merger.mem.summary()))
     if st.samples == 0:
         warn("no samples in input" if st.lines else "empty input")
+    elif merger.mem is not None and not merger.mem.trap_events:
+        warn("no memory trap samples (page faults with the LJMEM tag in CX): record "
+             "with -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8 and "
+             "perf script -F ...,uregs")
     else:
         notes = lacks(st.fields or set(), merger, res, opts)
         if notes:
@@ -333,6 +376,8 @@ def main(argv=None):
     gc.set_threshold(50000, 20, 100)
     p = make_parser()
     opts = p.parse_args(argv)
+    if opts.inuse and not opts.mem:
+        p.error("--inuse needs --mem")
     if opts.jitdump and not os.path.exists(opts.jitdump):
         p.error("--jitdump: no such file or directory: %s" % opts.jitdump)
     warned = set()

@@ -193,13 +193,15 @@ class Folder:
         out.reverse()
         return out
 
-    def leaf_line(self, frames, pc):
+    def leaf_line(self, frames, pc, through_c=False):
         """Line of PC (the PC register's value, R13) in the innermost Lua
         function, if PC is inside it and only VM code or frameless VM
         helpers (lj_vm_mod...) run above it: there PC is the interpreter's,
-        while the function's own record still holds its first instruction."""
+        while the function's own record still holds its first instruction.
+        THROUGH_C: any C frames may run above it (a memory trap's chain:
+        lj_mem_newgco <- lj_tab_new <- lj_BC_TNEW), but no trace."""
         for fr in frames:
-            if fr.interp:
+            if fr.interp or (through_c and fr.kind != K_LUA and fr.kind != K_TRACE):
                 continue
             if fr.kind != K_LUA:
                 return None
@@ -328,7 +330,6 @@ class Merger:
         ev_fixed = self.ev_filter if self.ev_fixed else None
         ev_key = not self.ev_fixed     # settle() picks the event at the end
         want_pc = self.want_pc
-        res = self.res
         last = None                    # the batch's last sample time
         cut = self.cut
         for s in batch:
@@ -350,17 +351,8 @@ class Merger:
                 if ent is None:
                     ent = self._chain(chain)
                 fl, dyn, nb, memo = ent
-                if not fl and inline:      # a sample recorded without -g
-                    fl, dyn, _, memo = self._chain("\t" + inline)
-                if dyn:
-                    if pid is None:
-                        pid = self._pid(tid)
-                    m = memo.get(pid)      # see _resolve
-                    if m is not None and m[0] == res.gen and \
-                            (time is None or float(time) >= m[1]):
-                        fl = m[2]
-                    else:
-                        fl = self._resolve(fl, memo, pid, time)
+                if dyn or (not fl and inline):
+                    fl, pid, nb = self.frames(chain, inline, pid, tid, time)
                 leaf = None
                 if pre:
                     fl = tuple([fr for fr in fl if fr.kind != K_LUA and fr.kind != K_TRACE])
@@ -386,6 +378,29 @@ class Merger:
                 self.t_first = next(x[3] for x in batch
                                     if type(x) is not Event and x[3] is not None)
             self.t_last = last
+
+    def frames(self, chain, inline, pid, tid, time):
+        """(frames leaf first, pid, malformed lines) of one sample's
+        callchain text CHAIN (INLINE: its header's `ip sym (dso)` when it
+        has no chain), dynamic frames resolved for PID at TIME; PID looked
+        up from TID when they need it. feed() inlines the common case
+        (a cached chain without dynamic frames); memory.py calls this."""
+        ent = self.ccache.get(chain)
+        if ent is None:
+            ent = self._chain(chain)
+        fl, dyn, nb, memo = ent
+        if not fl and inline:              # a sample recorded without -g
+            fl, dyn, _, memo = self._chain("\t" + inline)
+        if dyn:
+            if pid is None:
+                pid = self._pid(tid)
+            m = memo.get(pid)              # see _resolve
+            if m is not None and m[0] == self.res.gen and \
+                    (time is None or float(time) >= m[1]):
+                fl = m[2]
+            else:
+                fl = self._resolve(fl, memo, pid, time)
+        return fl, pid, nb
 
     def _before_switch(self, pid, tid, time):
         """A sample of a process --from names, before its time (counted):
@@ -470,26 +485,22 @@ class Merger:
                                     if e is not None and e != keep)
         return self.ev_filter
 
-    def stacks(self, root_mode):
+    def stacks(self, root_mode, counts=None):
         """Yields (frames, samples, weight, comm, pid, tid) per distinct
         stack of the event kept (settle() first): FRAMES root first as
         (name, kind, line, where) (Folder.fold), KIND one of ljframes.KIND_NAMES, "root" for the
         root frame, None for [no call chain]; WEIGHT the sum of periods (1
         per sample without). PID is None when perf printed none and the
         roots do not need it (a tid's process is looked up in the jitdumps
-        only for --pid/--tid roots and for Lua frames)."""
+        only for --pid/--tid roots and for Lua frames). COUNTS: {(comm,
+        pid, tid, frames, leafline): (samples, weight)} to fold instead of
+        the samples fed (memory.py: WEIGHT its own, passed through)."""
+        if counts is None:
+            counts = self._kept()
         fold = self.folder.fold
         folded = {}                # (frames, leafline) -> printed frames
         roots = {}
-        keep = None if self.ev_fixed else self.ev_filter
-        merged = {}                # the same stack of other events' keys
-        for (comm, pid, tid, fl, leaf, ev), (n, w) in self.counts.items():
-            if keep is not None and ev is not None and ev != keep:
-                continue
-            k = (comm, pid, tid, fl, leaf)
-            c = merged.get(k)
-            merged[k] = (n, w) if c is None else (c[0] + n, c[1] + w)
-        for (comm, pid, tid, fl, leaf), (n, w) in merged.items():
+        for (comm, pid, tid, fl, leaf), (n, w) in counts.items():
             fk = (fl, leaf)
             names = folded.get(fk)
             if names is None:
@@ -503,3 +514,16 @@ class Merger:
             if root is None:
                 root = roots[rk] = (root_name(comm, pid, tid, root_mode), "root", None, None)
             yield [root] + names, n, w, comm, pid, tid
+
+    def _kept(self):
+        """The counts of the event kept, keyed without the event (a stack
+        seen under several events' keys summed)."""
+        keep = None if self.ev_fixed else self.ev_filter
+        merged = {}
+        for (comm, pid, tid, fl, leaf, ev), (n, w) in self.counts.items():
+            if keep is not None and ev is not None and ev != keep:
+                continue
+            k = (comm, pid, tid, fl, leaf)
+            c = merged.get(k)
+            merged[k] = (n, w) if c is None else (c[0] + n, c[1] + w)
+        return merged

@@ -121,14 +121,28 @@ def _text(s):
 
 # -- The profile ---------------------------------------------------------------
 
+# A CPU profile's sample types (the default), and a memory profile's.
+CPU_TYPES = (("samples", "count"), ("cpu", "nanoseconds"))
+MEM_TYPES = (("alloc_objects", "count"), ("alloc_space", "bytes"),
+             ("inuse_objects", "count"), ("inuse_space", "bytes"))
+
+
 class Profile:
     """Accumulates merged stacks; write() emits profile.proto, gzipped.
 
     event: the perf event; period_ns: nanoseconds between samples (perf's
     period for a time event), duration_ns / time_ns: the recording's length
-    and start (ns since the epoch)."""
+    and start (ns since the epoch).
 
-    def __init__(self, period_ns=0, duration_ns=0, time_ns=0, event=""):
+    Other profiles than CPU time: SAMPLE_TYPES [(type, unit)], each sample's
+    values a vector in that order (add(..., values=)); DEFAULT_TYPE the type
+    pprof shows first; PERIOD_TYPE (type, unit) and PERIOD (default: cpu
+    nanoseconds and PERIOD_NS). The defaults write exactly what a CPU
+    profile always had."""
+
+    def __init__(self, period_ns=0, duration_ns=0, time_ns=0, event="",
+                 sample_types=CPU_TYPES, default_type="", period_type=("cpu", "nanoseconds"),
+                 period=None):
         self.strings = {b"": 0}
         self.functions = {}        # (name, system, file, start) -> id
         self.mappings = {}         # (dso, build_id) -> [id, lo, hi]
@@ -140,6 +154,10 @@ class Profile:
         self.duration_ns = int(duration_ns or 0)
         self.time_ns = int(time_ns or 0)
         self.event = event or ""
+        self.sample_types = tuple(sample_types)
+        self.default_type = default_type or ""
+        self.period_type = tuple(period_type)
+        self.period = self.period_ns if period is None else int(period)
 
     def _str(self, s):
         b = _text(s)
@@ -186,10 +204,12 @@ class Profile:
         self.loc_ids.append(bytes(vi))
         return i
 
-    def add(self, frames, count, period_ns=None, labels=None):
+    def add(self, frames, count, period_ns=None, labels=None, values=None):
         """One merged stack: FRAMES root first (Frame or plain names), COUNT
         samples, PERIOD_NS their total nanoseconds (default COUNT times the
-        profile's period), LABELS {key: str or int} (pid, tid, comm...)."""
+        profile's period), LABELS {key: str or int} (pid, tid, comm...).
+        VALUES: the stack's values, one per sample type, instead of COUNT
+        and PERIOD_NS (other profiles than CPU time; rounded)."""
         frames = [f if isinstance(f, Frame) else Frame(f) for f in frames]
         get = self.locations.get
         locs = tuple(get(f) or self._location(f) for f in reversed(frames))
@@ -197,13 +217,15 @@ class Profile:
         if frames and "kind" not in lab:
             lab["kind"] = frames[-1].kind
         key = (locs, tuple(sorted((str(k), v) for k, v in lab.items())))
-        ns = count * self.period_ns if period_ns is None else period_ns
+        if values is None:
+            ns = count * self.period_ns if period_ns is None else period_ns
+            values = (count, ns)
         v = self.samples.get(key)
         if v is None:
-            self.samples[key] = [int(count), int(ns)]
+            self.samples[key] = [int(round(x)) for x in values]
         else:
-            v[0] += int(count)
-            v[1] += int(ns)
+            for i, x in enumerate(values):
+                v[i] += int(round(x))
 
     def _labels(self, labels):
         out = bytearray()
@@ -226,14 +248,14 @@ class Profile:
     def encode(self):
         """The profile.proto message (not gzipped)."""
         out = bytearray()
-        for t, u in (("samples", "count"), ("cpu", "nanoseconds")):
+        for t, u in self.sample_types:
             _bytes(out, 1, self._value_type(t, u))   # Profile.sample_type
         ids = self.loc_ids
         label_bytes = {}
-        for (locs, labels), (count, ns) in self.samples.items():
+        for (locs, labels), values in self.samples.items():
             s = bytearray()
             _bytes(s, 1, b"".join([ids[i] for i in locs]))   # Sample.location_id
-            _packed(s, 2, (count, ns))               # Sample.value
+            _packed(s, 2, values)                    # Sample.value
             lb = label_bytes.get(labels)
             if lb is None:
                 lb = label_bytes[labels] = self._labels(labels)
@@ -261,10 +283,12 @@ class Profile:
             _bytes(out, 5, fn)                       # Profile.function
         _int(out, 10, self.duration_ns)              # Profile.duration_nanos
         _int(out, 9, self.time_ns)                   # Profile.time_nanos
-        _bytes(out, 11, self._value_type("cpu", "nanoseconds"))  # period_type
-        _int(out, 12, self.period_ns)                # Profile.period
+        _bytes(out, 11, self._value_type(*self.period_type))  # Profile.period_type
+        _int(out, 12, self.period)                   # Profile.period
         if self.event:
             _packed(out, 13, [self._str("perf event " + self.event)])  # comment
+        if self.default_type:
+            _int(out, 14, self._str(self.default_type))   # default_sample_type
         # last: every string above is interned by now
         for s in self.strings:
             _bytes(out, 6, s)                        # Profile.string_table

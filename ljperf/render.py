@@ -49,9 +49,16 @@ def load_kinds(path):
     return kinds
 
 
-def event_unit(event):
-    """The unit of EVENT's sample weights: "ns" for the clock events, else
-    "" (a count)."""
+# A memory profile's pages (lj_merge --mem): meta "unit" "bytes" and the
+# name of what is weighed, by folded output (alloc.folded, inuse.folded).
+MEM_NAMES = {"alloc": "alloc space", "inuse": "in-use space"}
+
+
+def event_unit(event, mem=False):
+    """The unit of EVENT's sample weights: "bytes" for a memory profile
+    (MEM), "ns" for the clock events, else "" (a count)."""
+    if mem:
+        return "bytes"
     e = (event or "").split(":")[0]
     if e in ("cpu-clock", "task-clock"):
         return "ns"
@@ -119,6 +126,9 @@ def json_for_html(obj):
 
 
 def render_html(stacks, kinds, meta, out):
+    """The page of STACKS to OUT. META: title, event, unit (event_unit;
+    "bytes" for a memory profile, with weightName, a MEM_NAMES value),
+    frequency, recorded, duration, target: shown in the header."""
     tree, self_by_kind = build_tree(stacks, kinds)
     data = dict(meta)
     data["tree"] = tree

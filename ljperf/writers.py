@@ -39,7 +39,7 @@ class Folded:
     def finish(self, out):
         w = out.write
         for s in sorted(self.folded):
-            w("%s %d\n" % (s, self.folded[s]))
+            w("%s %d\n" % (s, round(self.folded[s])))   # memory: scaled bytes
 
 
 class Speedscope(Folded):
@@ -49,6 +49,7 @@ class Speedscope(Folded):
         super().__init__(meta)
         self.event = meta.get("event")
         self.name = meta.get("name", "perf script")
+        self.unit = meta.get("unit")           # "bytes" (memory), else from the event
 
     def finish(self, out):
         frames, index, profiles = [], {}, {}
@@ -63,10 +64,10 @@ class Speedscope(Folded):
                 stack.append(i)
             pr = profiles.setdefault(parts[0], ([], []))
             pr[0].append(stack)
-            pr[1].append(self.folded[s])
+            pr[1].append(round(self.folded[s]))
         ev = self.event
-        unit = "nanoseconds" if ev and ev.split(":")[0] in ("cpu-clock", "task-clock") \
-            else "none"
+        unit = self.unit or ("nanoseconds" if ev and ev.split(":")[0] in
+                             ("cpu-clock", "task-clock") else "none")
         profs = [{"type": "sampled", "name": root, "unit": unit,
                   "startValue": 0, "endValue": sum(profiles[root][1]),
                   "samples": profiles[root][0], "weights": profiles[root][1]}
@@ -132,15 +133,19 @@ class Pprof:
             self.frames[f] = pf
         return pf
 
-    def stack(self, frames, samples, weight, comm, pid, tid):
+    def _sample(self, frames, comm, pid, tid):
+        """(pprof Frames below the root, labels) of one stack."""
         labels = {k: v for k, v in (("comm", comm), ("pid", pid), ("tid", tid))
                   if v is not None}
         # Nothing below the root (only hidden VM frames): the root's name,
         # as the folded output's self weight of the root; pprof would leave
         # a sample without locations out of its totals.
         below = frames[1:] or [(frames[0][0], "root", None, None)]
-        self.stacks.append(([self._frame(f) for f in below], samples,
-                            weight if self.clock else None, labels))
+        return [self._frame(f) for f in below], labels
+
+    def stack(self, frames, samples, weight, comm, pid, tid):
+        pframes, labels = self._sample(frames, comm, pid, tid)
+        self.stacks.append((pframes, samples, weight if self.clock else None, labels))
         self.samples += samples
         self.weight += weight
 
@@ -152,6 +157,31 @@ class Pprof:
                              duration_ns=int((last - first) * 1e9) if first is not None else 0)
         for frames, n, ns, labels in self.stacks:
             prof.add(frames, n, ns, labels)
+        prof.write(out)
+
+
+class MemPprof(Pprof):
+    """The memory profile (lj_merge --mem, ljperf/memory.py): WEIGHT is the
+    vector (alloc_objects, alloc_space, inuse_objects, inuse_space),
+    already scaled; the period is the sampling gap in bytes (META "rate"),
+    inuse_space the type pprof shows first."""
+
+    def __init__(self, meta):
+        super().__init__(meta)
+        self.rate = meta.get("rate") or 0
+
+    def stack(self, frames, samples, weight, comm, pid, tid):
+        pframes, labels = self._sample(frames, comm, pid, tid)
+        self.stacks.append((pframes, samples, weight, labels))
+
+    def finish(self, out):
+        first, last = self.span or (None, None)
+        prof = pprof.Profile(event=self.event,
+                             duration_ns=int((last - first) * 1e9) if first is not None else 0,
+                             sample_types=pprof.MEM_TYPES, default_type="inuse_space",
+                             period_type=("space", "bytes"), period=self.rate)
+        for frames, n, values, labels in self.stacks:
+            prof.add(frames, n, labels=labels, values=values)
         prof.write(out)
 
 

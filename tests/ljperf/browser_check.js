@@ -5,7 +5,9 @@
 //
 // EXPECT_JSON: {"names": {"fib_lua": "lua", ...}}: frame name prefixes that
 // must be drawn, with the kind each must be coloured as. Or, for a page of
-// `ljperf diff`, {"diff": {"frames": [...]}} (see diffChecks).
+// `ljperf diff`, {"diff": {"frames": [...]}} (see diffChecks). Either may
+// add {"text": {"#meta": ["total 1.2 MiB"], ...}}: substrings the elements
+// must show (for a page with few frames, "text" alone: only that checked).
 // Environment: LJPERF_NODE_MODULES (where playwright-core is), CHROMIUM
 // (default /usr/bin/chromium). Prints PASS:/FAIL: lines; exit 1 on failure.
 "use strict";
@@ -199,8 +201,13 @@ async function diffChecks(page, want, shot) {
     check(requests.length === 0, "self-contained: no network requests" +
           (requests.length ? ": " + requests.join(" ") : ""));
 
+    for (const sel of Object.keys(expect.text || {})) {
+      const shown = await page.$eval(sel, (e) => e.textContent);
+      for (const sub of expect.text[sel])
+        check(shown.includes(sub), sel + " shows \u201c" + sub + "\u201d (" + shown + ")");
+    }
     if (expect.diff) await diffChecks(page, expect.diff, shot);
-    else await recordChecks(page, shot);
+    else if (expect.names || !expect.text) await recordChecks(page, shot);
   } finally {
     if (browser) await browser.close();
     fs.rmSync(profile, { recursive: true, force: true });

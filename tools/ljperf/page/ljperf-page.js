@@ -14,6 +14,10 @@
 **   unknown  light grey  addresses nothing names
 **   search matches: magenta
 **
+** Units (data.unit): "ns" (clock events), "bytes" (memory profiles: B,
+** KiB, MiB..., named data.weightName: "alloc space", "in-use space"), ""
+** (a count of samples of data.event).
+**
 ** Diff mode (`ljperf diff`, data.mode "diff", see ljperf/diff.py):
 ** each node also has a (BEFORE's weight) and b (AFTER's), v is the mean of
 ** the two shares; frames are red where the share grew, blue where it
@@ -92,7 +96,15 @@
     return (i ? v.toFixed(v >= 100 ? 0 : 1) : String(Math.round(v))) + units[i];
   }
 
+  function bytes(v) {                  /* binary prefixes, as allocators count */
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i ? v.toFixed(Math.abs(v) >= 100 ? 0 : 1) : String(Math.round(v))) + " " + units[i];
+  }
+
   function amount(v) {
+    if (data.unit === "bytes")           /* memory: "1.5 MiB alloc space" */
+      return bytes(v) + (data.weightName ? " " + data.weightName : "");
     if (data.unit === "ns") {
       var ms = v / 1e6;
       return ms >= 1000 ? (ms / 1000).toFixed(2) + " s" :
@@ -122,7 +134,8 @@
     var change = "change " + signedDelta(n);
     if (!long) return n.n + "  \u2014  " + before + " \u2192 " + after + ", " + change + only;
     return [n.n, kindLabel(n.k), "before " + before, "after  " + after,
-            change + (data.absolute ? "" : " of all samples") + only].join("\n");
+            change + (data.absolute ? "" : data.unit === "bytes" ? " of all bytes" :
+                      " of all samples") + only].join("\n");
   }
 
   /* Tooltip (long) and the details line (short) of a frame. */
@@ -229,7 +242,7 @@
     var legend = document.getElementById("legend");
     var cap = document.createElement("li");
     cap.className = "caption";
-    cap.textContent = "Self time by kind:";
+    cap.textContent = data.unit === "bytes" ? "Self space by kind:" : "Self time by kind:";
     legend.appendChild(cap);
     ORDER.forEach(function (k) {
       if (!present[k]) return;
@@ -245,7 +258,9 @@
         var s = document.createElement("span");
         s.className = "pct";
         s.textContent = pct(self, total);
-        s.title = "share of the samples whose innermost frame is of this kind";
+        s.title = data.unit === "bytes" ?
+          "share of the bytes allocated where the innermost frame is of this kind" :
+          "share of the samples whose innermost frame is of this kind";
         li.appendChild(s);
       }
       legend.appendChild(li);

@@ -5,6 +5,7 @@
   ljperf record --nginx MASTER_PID [-o DIR] [-F HZ] [--duration S]
   ljperf report DIR
   ljperf diff BEFORE AFTER [-o FILE] [--absolute] [--format html|folded]
+             (BEFORE, AFTER: DIRs, or folded files such as DIR/alloc.folded)
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
 ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=r13),
@@ -296,6 +297,9 @@ def add_diff_parser(sub):
                    help="compare raw weights, not shares of each profile's total")
     d.add_argument("--format", choices=("html", "folded"), default="html",
                    help="html page (default) or `STACK BEFORE AFTER` lines")
+    d.add_argument("--unit", choices=("bytes",),
+                   help="weights are bytes (found by itself for alloc.folded and "
+                        "inuse.folded of ljperf record --mem)")
 
 
 def main(argv=None):

@@ -28,6 +28,8 @@ Invariants:
 - Scaling (Go's runtime/pprof): an allocation of S bytes sampled at mean
   gap R stands for w = 1 / (1 - exp(-S/R)) allocations and S*w bytes.
   In use: the sampled allocations not freed by the end of the input.
+- An allocation's stack starts at what allocated (runtime_depth): the
+  runtime's own frames above it are dropped.
 - Memory grows with distinct stacks, live sampled objects and threads, not
   with the input. Frames come from the Merger (its chain cache, dynamic
   frame resolution and Folder), never a second parser.
@@ -37,7 +39,7 @@ import collections
 import math
 
 from ljperf import writers
-from ljperf.frames import K_LUA, K_TRACE
+from ljperf.frames import K_BUILTIN, K_LUA, K_TRACE
 from ljperf.perfscript import Event, parse_reg
 
 MAGIC = 0x4c4a4d454d          # "LJMEM", CX bits 16..55
@@ -64,6 +66,26 @@ def decode(regs):
         return None
     return Trap(typ, (cx >> 8) & 0xff, size, addr, parse_reg(regs, "SI") or 0, seq,
                 parse_reg(regs, "R13") or 0, cx)
+
+
+# The Lua C API: a host C function that calls it allocates (the API's own
+# frames and LuaJIT's below them are the runtime's).
+API_PREFIXES = ("lua_", "luaL_", "luaJIT_")
+
+
+def runtime_depth(frames):
+    """How many leaf frames of an allocation's chain (after SKIP) are
+    LuaJIT's runtime (lj_mem_newgco, lj_tab_new, the interpreter's handler,
+    the GC): those before the innermost Lua, trace or builtin frame, or
+    before the innermost caller of the Lua C API, whichever comes first; 0
+    when there is neither. As in Go's heap profiles, the leaf is then what
+    allocated, and `go tool pprof -top` lists it."""
+    for i, fr in enumerate(frames):
+        if fr.kind in (K_LUA, K_TRACE, K_BUILTIN):
+            return i
+        if fr.sym and fr.sym.startswith(API_PREFIXES):
+            return i + 1
+    return 0
 
 
 def weight(size, rate):
@@ -160,6 +182,7 @@ class Memory:
         m = self.m
         fl, pid, nb = m.frames(chain, inline, pid, tid, time)
         fl = fl[trap.skip:]
+        fl = fl[runtime_depth(fl):]
         leaf = None
         if m.cut and time is not None and m._before_switch(pid, tid, time):
             fl = tuple([fr for fr in fl if fr.kind != K_LUA and fr.kind != K_TRACE])

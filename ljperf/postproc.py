@@ -17,7 +17,7 @@ from ljperf import perfscript
 from ljperf.install import lj_merge_argv
 from ljperf.messages import Fail, one_line, read_text, say
 from ljperf.perfcmd import event_name, perf_argv
-from ljperf.render import event_unit, load_folded, load_kinds, render_html
+from ljperf.render import MEM_NAMES, event_unit, load_folded, load_kinds, render_html
 
 
 def dumps_in(d):
@@ -213,9 +213,9 @@ def write_profile(perf, outdir, data, opts, meta):
     return folded, html_out, sum(w for _, w in stacks), event
 
 
-# The memory profiles' pages: folded file -> (page, title of its weights).
-MEM_PAGES = (("alloc.folded", "alloc.html", "allocated"),
-             ("inuse.folded", "inuse.html", "in use at the end"))
+# The memory profiles' pages: folded file, page, what it weighs (MEM_NAMES).
+MEM_PAGES = (("alloc.folded", "alloc.html", "alloc"),
+             ("inuse.folded", "inuse.html", "inuse"))
 
 
 def write_mem_profile(perf, outdir, data, opts, meta):
@@ -232,9 +232,10 @@ def write_mem_profile(perf, outdir, data, opts, meta):
         out[name] = (None, total)
         if not stacks:
             continue
-        m = {"title": "%s: bytes %s" % (meta.get("title") or "", what),
+        m = {"title": "%s (%s)" % (meta.get("title") or "", MEM_NAMES[what]),
              "event": "allocations (1 sample per %d bytes)" % meta["mem_rate"],
-             "unit": "bytes", "frequency": None, "recorded": meta.get("recorded"),
+             "unit": event_unit(None, mem=True), "weightName": MEM_NAMES[what],
+             "frequency": None, "recorded": meta.get("recorded"),
              "duration": meta.get("duration"), "target": meta.get("target")}
         render_html(stacks, kinds, m, os.path.join(outdir, page))
         out[name] = (os.path.join(outdir, page), total)

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Memory profiles end to end: `ljperf record --mem` of a Lua program under
+real perf, judged against what the program itself knows.
+
+usage: profile.py CASE   (known.jit, known.joff, leak)
+
+known.MODE  tests/mem/known.lua allocates strings, tables and closures from
+            three functions and prints each one's bytes, counted by the VM
+            itself (collectgarbage "count" with the GC stopped around each
+            run). alloc.folded's share of each function must be within 3
+            points of the truth, the three together within 10% of the
+            truth's total (the samples scaled as Go scales them), and every
+            sampled stack of theirs must have the C host below its Lua
+            frames (main, lua_pcall).
+leak        tests/mem/leak.lua keeps what `leaky` allocates and drops what
+            `churn` and `scratch` allocate: `leaky` holds >= 90% of
+            inuse.folded, which comes within 20% of the bytes the program
+            says it keeps; `go tool pprof -sample_index=inuse_space -top`
+            lists leaky among its first three lines. Run again with the
+            program letting go of the leak before it ends: in use comes back
+            to under 2% of that.
+Both write mem.pb.gz with the four sample types, alloc.html and inuse.html.
+"""
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "ljperf"))
+import ljperf_testlib as t  # noqa: E402
+
+RATE = "16k"
+SHARE_POINTS = 3.0
+
+
+def stacks(d, name):
+    """{stack: bytes} of DIR/NAME (a folded file)."""
+    out = {}
+    with open(os.path.join(d, name)) as f:
+        for line in f:
+            s, _, n = line.rstrip("\n").rpartition(" ")
+            out[s] = out.get(s, 0) + int(n)
+    return out
+
+
+def owner(stack, names):
+    """The innermost of NAMES (Lua function names) on STACK, or None."""
+    for fr in reversed(stack.split(";")):
+        for n in names:
+            if fr.startswith(n + "@"):
+                return n
+    return None
+
+
+def bytes_by(st, names):
+    got = dict.fromkeys(names, 0)
+    for s, w in st.items():
+        o = owner(s, names)
+        if o is not None:
+            got[o] += w
+    return got
+
+
+def check_outputs(out):
+    for f in ("alloc.folded", "inuse.folded", "mem.kinds", "alloc.html", "mem.pb.gz"):
+        t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
+    with open(os.path.join(out, "mem.pb.gz"), "rb") as f:
+        raw = gzip.decompress(f.read())
+    for typ in (b"alloc_objects", b"alloc_space", b"inuse_objects", b"inuse_space",
+                b"bytes"):
+        t.check(typ in raw, "mem.pb.gz names %s" % typ.decode())
+
+
+def go_pprof_top(path):
+    """`go tool pprof -sample_index=inuse_space -top PATH`'s output (Go reads
+    the profile: the CI machine installs golang-go)."""
+    if not shutil.which("go"):
+        t.fail("go is not installed (Debian package golang-go): it must read mem.pb.gz")
+    r = subprocess.run(["go", "tool", "pprof", "-sample_index=inuse_space", "-top", path],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, HOME=os.path.dirname(path)))
+    t.check(r.returncode == 0, "go tool pprof reads mem.pb.gz (%s)" % r.stderr.strip()[-200:])
+    return r.stdout
+
+
+def record(s, out, args, prog_args):
+    luajit = t.built("bin", "luajit")
+    r = s.ljperf(["record", "--mem", "--mem-rate", RATE, "-F", "199", "-o", out, "--",
+                  luajit] + args + [os.path.join(HERE, prog_args[0])] + prog_args[1:])
+    t.check(r.returncode == 0, "ljperf record --mem exits 0")
+    t.check("memory:" in r.stderr and "inuse" in r.stderr,
+            "says where the memory profiles are")
+    return r
+
+
+def known(mode):
+    names = ("strs", "tabs", "clos")
+    with t.Session() as s:
+        out = s.path("out")
+        r = record(s, out, ["-joff"] if mode == "joff" else [], ["known.lua"])
+        truth = {}
+        for line in r.stdout.splitlines():
+            k, _, v = line.partition(" ")
+            if k in names:
+                truth[k] = int(v)
+        t.check(sorted(truth) == sorted(names), "the program printed its truth: %r" % truth)
+        check_outputs(out)
+        st = stacks(out, "alloc.folded")
+        got = bytes_by(st, names)
+        tt, gt = sum(truth.values()), sum(got.values())
+        for n in names:
+            ts, gs = 100.0 * truth[n] / tt, 100.0 * got[n] / max(gt, 1)
+            t.check(abs(ts - gs) <= SHARE_POINTS,
+                    "%s: %.1f%% of the sampled bytes, %.1f%% true" % (n, gs, ts))
+        t.check(abs(gt - tt) <= 0.1 * tt,
+                "sampled total %d bytes, true %d (within 10%%)" % (gt, tt))
+        ours = [s_ for s_ in st if owner(s_, names)]
+        below = [s_ for s_ in ours if ";main;" in s_ and ";lua_pcall;" in s_]
+        t.check(len(below) == len(ours),
+                "every stack of the three has main and lua_pcall below (%d of %d)"
+                % (len(below), len(ours)))
+
+
+def leak():
+    names = ("leaky", "churn", "scratch")
+    with t.Session() as s:
+        out = s.path("keep")
+        r = record(s, out, [], ["leak.lua", "keep"])
+        kept = int(r.stdout.split("kept")[1].split()[0]) * 1024
+        check_outputs(out)
+        inuse = stacks(out, "inuse.folded")
+        got = bytes_by(inuse, names)
+        total = sum(inuse.values())
+        t.check(got["leaky"] >= 0.9 * total,
+                "leaky holds %.1f%% of the bytes in use" % (100.0 * got["leaky"] / max(total, 1)))
+        t.check(abs(total - kept) <= 0.2 * kept,
+                "in use %d bytes, the program keeps %d (within 20%%)" % (total, kept))
+        top = [ln for ln in go_pprof_top(os.path.join(out, "mem.pb.gz")).splitlines()
+               if "%" in ln and "flat" not in ln]
+        t.check(bool(top) and "leaky@" in " ".join(ln for ln in top if "leaky@" in ln) and
+                any("leaky@" in ln for ln in top[:3]),
+                "go tool pprof -sample_index=inuse_space -top lists leaky among the "
+                "first three: %s" % "; ".join(" ".join(ln.split()) for ln in top[:3]))
+        alloc = bytes_by(stacks(out, "alloc.folded"), names)
+        t.check(alloc["churn"] > alloc["leaky"] and alloc["scratch"] > 0,
+                "churn and scratch allocated too (%r)" % alloc)
+
+        out = s.path("drop")
+        record(s, out, [], ["leak.lua", "drop"])
+        inuse = stacks(out, "inuse.folded")
+        dropped = sum(inuse.values())
+        t.check(dropped < 0.02 * kept,
+                "after the program drops it, %d bytes in use (< 2%% of %d)" % (dropped, kept))
+
+
+def main():
+    t.need_perf()
+    case = sys.argv[1] if len(sys.argv) > 1 else ""
+    if case.startswith("known."):
+        t.main(lambda: known(case.split(".", 1)[1]))
+    elif case == "leak":
+        t.main(leak)
+    else:
+        sys.exit("usage: profile.py known.jit|known.joff|leak")
+
+
+if __name__ == "__main__":
+    main()

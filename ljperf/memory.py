@@ -39,7 +39,7 @@ import collections
 import math
 
 from ljperf import writers
-from ljperf.frames import K_BUILTIN, K_LUA, K_TRACE
+from ljperf.frames import K_BUILTIN, K_C, K_LUA, K_TRACE
 from ljperf.perfscript import Event, parse_reg
 
 MAGIC = 0x4c4a4d454d          # "LJMEM", CX bits 16..55
@@ -79,13 +79,21 @@ def runtime_depth(frames):
     the GC): those before the innermost Lua, trace or builtin frame, or
     before the innermost caller of the Lua C API, whichever comes first; 0
     when there is neither. As in Go's heap profiles, the leaf is then what
-    allocated, and `go tool pprof -top` lists it."""
+    allocated, and `go tool pprof -top` lists it. (The caller of the
+    outermost of nested API frames: luaL_loadfilex calling lua_loadx.)"""
     for i, fr in enumerate(frames):
         if fr.kind in (K_LUA, K_TRACE, K_BUILTIN):
             return i
-        if fr.sym and fr.sym.startswith(API_PREFIXES):
-            return i + 1
+        if _api(fr):
+            i += 1
+            while i < len(frames) and _api(frames[i]):
+                i += 1                 # luaL_loadfilex -> lua_loadx: the host's call
+            return i
     return 0
+
+
+def _api(fr):
+    return fr.kind == K_C and fr.name.startswith(API_PREFIXES)
 
 
 def weight(size, rate):

@@ -2,7 +2,7 @@
 """Memory profiles end to end: `ljperf record --mem` of a Lua program under
 real perf, judged against what the program itself knows.
 
-usage: profile.py CASE   (known.jit, known.joff, leak)
+usage: profile.py CASE   (known.jit, known.joff, leak, attach, cli)
 
 known.MODE  tests/mem/known.lua allocates strings, tables and closures from
             three functions and prints each one's bytes, counted by the VM
@@ -19,7 +19,14 @@ leak        tests/mem/leak.lua keeps what `leaky` allocates and drops what
             lists leaky among its first three lines. Run again with the
             program letting go of the leak before it ends: in use comes back
             to under 2% of that.
-Both write mem.pb.gz with the four sample types, alloc.html and inuse.html.
+attach      `ljperf record --mem -p PID` of tests/mem/attached.lua, started
+            without LUAJIT_PERF: its allocating function is in alloc.folded,
+            and the program saw samples on while ljperf ran and off after.
+cli         bad input: --mem-rate 0, 10t, 5g and --mem-rate without --mem
+            give one line and exit status 2; --mem -p of a process without
+            the patched VM names it and exits 1.
+known and leak write mem.pb.gz with the four sample types, alloc.html and
+inuse.html.
 """
 
 import gzip
@@ -156,15 +163,59 @@ def leak():
                 "after the program drops it, %d bytes in use (< 2%% of %d)" % (dropped, kept))
 
 
+def attach():
+    luajit = t.built("bin", "luajit")
+    with t.Session() as s:
+        p = s.start([luajit, os.path.join(HERE, "attached.lua")], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, text=True)
+        t.check(p.stdout.readline().strip() == "mem off", "the program starts without samples")
+        out = s.path("out")
+        r = s.ljperf(["record", "--mem", "--mem-rate", "32k", "-p", str(p.pid),
+                      "--duration", "3", "-o", out])
+        t.check(r.returncode == 0, "ljperf record --mem -p exits 0")
+        t.check("pid %d: switched recording on" % p.pid in r.stderr, "the process switched on")
+        seen = []                 # one line a second since it started
+        while len(seen) < 20 and not ("mem on" in seen and seen[-1] == "mem off"):
+            seen.append(p.stdout.readline().strip())
+        p.stdin.close()
+        s.stop(p)
+        t.check("mem on" in seen and seen[-1] == "mem off",
+                "samples were on while ljperf ran, off after: %r" % seen)
+        got = bytes_by(stacks(out, "alloc.folded"), ("grow",))
+        total = sum(stacks(out, "alloc.folded").values())
+        t.check(got["grow"] >= 0.8 * total,
+                "grow allocated %d of %d bytes sampled" % (got["grow"], total))
+        t.check(os.path.isfile(os.path.join(out, "inuse.html")), "wrote inuse.html")
+
+
+def cli():
+    with t.Session() as s:
+        for args, code, words in (
+                (["--mem", "--mem-rate", "0"], 2, "must be 64 bytes"),
+                (["--mem", "--mem-rate", "10t"], 2, "not a byte count"),
+                (["--mem", "--mem-rate", "5g"], 2, "must be 64 bytes"),
+                (["--mem-rate", "1m"], 2, "--mem-rate needs --mem")):
+            r = s.ljperf(["record"] + args + ["--", "true"])
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+            t.check(r.returncode == code and len(lines) == 1 and words in lines[0],
+                    "%s: one line, exit %d (%r)" % (" ".join(args), code, lines))
+        p = s.start(["sleep", "30"])
+        r = s.ljperf(["record", "--mem", "-p", str(p.pid), "--duration", "1",
+                      "-o", s.path("out")])
+        t.check(r.returncode == 1 and "pid %d" % p.pid in t.last_line(r.stderr),
+                "a process without the patched VM is named: %r" % t.last_line(r.stderr))
+        s.stop(p)
+
+
 def main():
     t.need_perf()
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     if case.startswith("known."):
         t.main(lambda: known(case.split(".", 1)[1]))
-    elif case == "leak":
-        t.main(leak)
+    elif case in ("leak", "attach", "cli"):
+        t.main({"leak": leak, "attach": attach, "cli": cli}[case])
     else:
-        sys.exit("usage: profile.py known.jit|known.joff|leak")
+        sys.exit("usage: profile.py known.jit|known.joff|leak|attach|cli")
 
 
 if __name__ == "__main__":

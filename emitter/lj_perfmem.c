@@ -163,13 +163,14 @@ static int64_t perfmem_gap(PerfMem *m)
 }
 
 /* The interpreter's PC in the innermost Lua frame, when the state runs the
-** interpreter or a C function it called (then the VM saved it in its C
-** frame before the call that allocates). NULL otherwise.
+** interpreter or a function it called (then the VM saved it in its C frame
+** before the call that allocates): the states before LJ_VMST_GC (INTERP
+** and C; tarantool/luajit: INTERP, LFUNC, FFUNC, CFUNC). NULL otherwise.
 */
 static const BCIns *perfmem_pc(global_State *g)
 {
   int32_t st = (int32_t)g->vmstate;
-  if (st == ~LJ_VMST_INTERP || st == ~LJ_VMST_C) {
+  if (st < 0 && ~st < LJ_VMST_GC) {
     lua_State *L = gco2th(gcref(g->cur_L));
     void *cf = cframe_raw(L->cframe);
     if (cf) return cframe_pc(cf);

@@ -40,7 +40,7 @@ import math
 
 from ljperf import writers
 from ljperf.frames import K_BUILTIN, K_C, K_LUA, K_TRACE
-from ljperf.perfscript import Event, parse_reg
+from ljperf.perfscript import Event, parse_reg, time_span
 
 MAGIC = 0x4c4a4d454d          # "LJMEM", CX bits 16..55
 T_ALLOC = 1
@@ -232,10 +232,8 @@ class Memory:
         return self.rates.most_common(1)[0][0] if self.rates else 0
 
     def span(self):
-        try:
-            return float(self.t_first), float(self.t_last)
-        except (TypeError, ValueError):
-            return None
+        """(first, last) trap time in seconds, or None."""
+        return time_span(self.t_first, self.t_last)
 
     def event_name(self):
         """The event the traps came in (as perf printed it), or None."""

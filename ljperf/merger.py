@@ -14,7 +14,7 @@ Invariants:
 
 import os
 
-from ljperf.perfscript import Event, is_srcline, time_end_ns
+from ljperf.perfscript import Event, is_srcline, time_end_ns, time_span
 from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
                            interp_pc, make_frame, name_frame)
 
@@ -463,10 +463,7 @@ class Merger:
 
     def span(self):
         """(first, last) sample time in seconds, or None."""
-        try:
-            return float(self.t_first), float(self.t_last)
-        except (TypeError, ValueError):
-            return None
+        return time_span(self.t_first, self.t_last)
 
     def settle(self):
         """Picks the event to keep (without --event: the one with the most

@@ -290,6 +290,15 @@ def time_end_ns(s):
 
 # Callchain and register lines ------------------------------------------------
 
+def time_span(first, last):
+    """(first, last) sample times as perf printed them, in seconds, or None
+    when either is missing or not a time."""
+    try:
+        return float(first), float(last)
+    except (TypeError, ValueError):
+        return None
+
+
 def split_frame(text):
     """'121e c+0x3d (/tmp/ljm/cstack)' (already stripped) ->
     (addr:int, sym:str|None, off:int|None, dso:str|None), or None when the

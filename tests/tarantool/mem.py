@@ -200,10 +200,13 @@ def main():
     ap.add_argument("--tarantool", required=True, help="patched tarantool binary")
     ap.add_argument("--seconds", type=int, default=4, help="recording time")
     o = ap.parse_args()
-    t.need_perf()
-    if not os.access(o.tarantool, os.X_OK):
-        t.fail("%s is not an executable tarantool" % o.tarantool)
-    t.main(lambda: run(o))
+
+    def test():
+        t.need_perf()
+        if not os.access(o.tarantool, os.X_OK):
+            t.fail("%s is not an executable tarantool" % o.tarantool)
+        run(o)
+    t.main(test)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,22 @@
 switch turns allocation samples on), 2 workers serving
 tests/openresty/leaky.lua on loopback: /leak (M.handle keeps a ~530-byte
 string per request in a module-level table) and /churn (M.churn allocates
-small tables and strings and keeps none), each under its own wrk.
+small tables and strings and keeps none), each under its own wrk (8
+connections; `listen ... reuseport` spreads them over the workers).
+
+The recording lasts --seconds (8); /churn's load stops 4 s before its end
+and 3 s before it every worker runs a full collection (GET /gc on new
+connections until each worker has answered): what is in use at the end is
+then what the workers keep, not garbage the GC has yet to reach (the
+profile counts sampled objects not freed by the end, as the docs say; an
+uncollected heap would hold megabytes of /churn's garbage). This checks
+that /churn's frees are matched through the remote switch.
 
 Checked:
 before   every worker's control block is off (remote.py's is_off).
 record   ljperf exits 0, its stderr says each worker switched recording on
-         (and none "cannot sample its allocations"); the output directory
+         (and none "cannot sample its allocations"); both workers ran the
+         collection before the recording ended; the output directory
          holds alloc.folded, inuse.folded, mem.kinds, mem.pb.gz (naming the
          four sample types), alloc.html and inuse.html.
 leak     inuse.folded: of the bytes on stacks through M.handle or M.churn

@@ -218,12 +218,32 @@ MEM_PAGES = (("alloc.folded", "alloc.html", "alloc"),
              ("inuse.folded", "inuse.html", "inuse"))
 
 
-def write_mem_profile(perf, outdir, data, opts, meta):
-    """A --mem recording's allocation samples folded (lj_merge --mem) into
-    alloc.folded, inuse.folded, mem.kinds and mem.pb.gz, and the pages
-    alloc.html and inuse.html. Returns {folded file: (page or None, total
-    bytes)}; a profile without samples gets no page (said once)."""
-    fold(perf, outdir, data, opts, "mem", meta.get("switched_at"))
+def write_outputs(perf, outdir, data, opts, meta):
+    """Everything of DATA into OUTDIR and what ljperf says of it: the CPU
+    profile (write_profile), and for a --mem recording (META "mem_rate")
+    the memory profiles, folded before any page is drawn: a page that
+    cannot be drawn (no renderer) loses no folded output. Returns the
+    function that says where everything is (after the program's status)."""
+    mem = "mem_rate" in meta
+    if mem:
+        fold(perf, outdir, data, opts, "mem", meta.get("switched_at"))
+    try:
+        folded, html_out, total, event = write_profile(perf, outdir, data, opts, meta)
+        pages = write_mem_pages(outdir, meta) if mem else None
+    except Fail as e:
+        raise Fail("%s%s" % (e, "; alloc.folded and inuse.folded too" if mem else ""), e.code)
+
+    def say_result():
+        print_result(outdir, folded, html_out, total, event, data)
+        if pages is not None:
+            print_mem_result(outdir, pages)
+    return say_result
+
+
+def write_mem_pages(outdir, meta):
+    """The pages alloc.html and inuse.html of OUTDIR's alloc.folded and
+    inuse.folded (lj_merge --mem). Returns {folded file: (page or None,
+    total bytes)}; a profile without samples gets no page (said once)."""
     kinds = load_kinds(os.path.join(outdir, "mem.kinds"))
     out = {}
     for name, page, what in MEM_PAGES:
@@ -237,7 +257,11 @@ def write_mem_profile(perf, outdir, data, opts, meta):
              "unit": event_unit(None, mem=True), "weightName": MEM_NAMES[what],
              "frequency": None, "recorded": meta.get("recorded"),
              "duration": meta.get("duration"), "target": meta.get("target")}
-        render_html(stacks, kinds, m, os.path.join(outdir, page))
+        try:
+            render_html(stacks, kinds, m, os.path.join(outdir, page))
+        except Fail as e:
+            raise Fail("%s (%s is written: %s)" % (e, name, os.path.join(outdir, name)),
+                       e.code)
         out[name] = (os.path.join(outdir, page), total)
     if not out["alloc.folded"][1]:
         say("warning: --mem: no allocation was sampled (did the program allocate more "

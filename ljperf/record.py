@@ -15,8 +15,7 @@ import time
 from ljperf import attach
 from ljperf.messages import Fail, one_line, read_text, say
 from ljperf.perfcmd import need_perf, paranoid_error, paranoid_value, record_argv
-from ljperf.postproc import (dumps_in, inject, print_mem_result, print_result, prune_dumps,
-                             write_mem_profile, write_profile)
+from ljperf.postproc import dumps_in, inject, prune_dumps, write_outputs
 from ljperf.procs import children_of, proc_alive
 
 STOP_GRACE = 10.0            # seconds perf gets to stop after SIGINT
@@ -348,15 +347,12 @@ def finish(perf, outdir, data, opts, meta, prune=True, do_inject=True, injected=
             src = jit
         if do_inject and injected is not None:
             injected()
-        folded, html_out, total, event = write_profile(perf, outdir, src, opts, meta)
-        mem = write_mem_profile(perf, outdir, src, opts, meta) if "mem_rate" in meta else None
+        say_result = write_outputs(perf, outdir, src, opts, meta)
     except Fail as e:
         # one line: the error, and what happened to the program
         raise Fail("%s [%s]" % (e, status), e.code)
     say(status)
-    print_result(outdir, folded, html_out, total, event, src)
-    if mem is not None:
-        print_mem_result(outdir, mem)
+    say_result()
     return 0
 
 
@@ -380,11 +376,7 @@ def report(opts):
     if not os.path.isfile(jit) or os.path.getmtime(jit) < os.path.getmtime(data):
         src = jit if inject(perf, outdir, data, jit) else data
     try:
-        folded, html_out, total, event = write_profile(perf, outdir, src, opts, meta)
-        mem = write_mem_profile(perf, outdir, src, opts, meta) if "mem_rate" in meta else None
+        write_outputs(perf, outdir, src, opts, meta)()
     except KeyboardInterrupt:
         raise Fail("interrupted", 130)
-    print_result(outdir, folded, html_out, total, event, src)
-    if mem is not None:
-        print_mem_result(outdir, mem)
     return 0

@@ -129,9 +129,11 @@ def pid_files(pid):
     return sorted(f for f in os.listdir("/tmp") if rx.search(f))
 
 
-def check_profile(out):
+def check_profile(out, pages=True):
+    """PAGES: the build has the page renderer (CI's build-tarantool3 has not)."""
     for f in OUTPUTS:
-        t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
+        if pages or not f.endswith(".html"):
+            t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
     alloc = folded(os.path.join(out, "alloc.folded"))
     kind = kinds(os.path.join(out, "mem.kinds"))
     tot, ours, good, below, bad = analyse(alloc, kind)
@@ -169,12 +171,17 @@ def run(opts):
         r = s.ljperf(["record", "--mem", "--mem-rate", RATE, "-p", str(p.pid),
                       "--duration", str(opts.seconds), "-F", "499", "-o", out])
         t1 = time.monotonic()
-        t.check(r.returncode == 0, "ljperf record --mem -p exits 0 (%.1f s)" % (t1 - t0))
+        pages = "flame graph renderer not found" not in r.stderr
+        t.check(r.returncode == 0 or (r.returncode == 1 and not pages and
+                                      "alloc.folded and inuse.folded too" in r.stderr),
+                "ljperf record --mem -p writes the profiles (%.1f s%s)"
+                % (t1 - t0, "" if pages else "; a build without the page renderer: "
+                   "the folded outputs only"))
         t.check("pid %d: switched recording on" % p.pid in r.stderr,
                 "its stderr says the pid switched recording on")
         t.check("cannot sample its allocations" not in r.stderr,
                 "it samples the allocations (the VM is ljperf's)")
-        check_profile(out)
+        check_profile(out, pages)
         t_off = None
         while t_off is None and time.monotonic() < t1 + 5:
             if block_off(p.pid):

@@ -8,8 +8,10 @@ jitdump and frame records on in both.
   python3 -m bench.mem                      # alloc closures strings tables_hash, jit
   python3 -m bench.mem --modes jit,joff --rounds 7 --rate 65536
 
-The two settings run alternately, --rounds times; the program's own elapsed
-time (GNU time, inside perf record) is kept, the minimum per setting. Also
+The settings run alternately, --rounds times, with ASLR off and LuaJIT's
+random seed fixed (--seed-shim, as bench.icount: otherwise trace formation
+alone moves closures by 50% between runs); the program's own elapsed time
+(GNU time, inside perf record) is kept, the minimum per setting. Also
 printed: the allocation traps perf recorded per run and the ratio with
 samples on but no perf (the sampler's own cost in the VM, from the same
 rounds). Both settings must print the same checksum.
@@ -53,8 +55,9 @@ def run(argv, env, tmp):
 
 
 def argv_with_time(argv, tfile):
-    """ARGV (perf ... -- PROG ARGS, or PROG ARGS) with GNU time around PROG."""
-    timed = ["/usr/bin/time", "-o", tfile, "-f", "%e"]
+    """ARGV (perf ... -- PROG ARGS, or PROG ARGS) with GNU time around PROG,
+    ASLR off."""
+    timed = ["setarch", "-R", "/usr/bin/time", "-o", tfile, "-f", "%e"]
     if "--" in argv:
         i = argv.index("--") + 1
         return argv[:i] + timed + argv[i:]
@@ -78,6 +81,9 @@ def main():
     ap.add_argument("--rate", type=int, default=0,
                     help="bytes between samples (default: the VM's, 512 KiB)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies run.py's sizes")
+    ap.add_argument("--seed-shim", default=None,
+                    help="LD_PRELOAD fixing LuaJIT's seed (default: BIN_DIR/../tests/inline/"
+                         "detseed.so; none: random)")
     opts = ap.parse_args()
     luajit = os.path.join(opts.bin_dir, "luajit")
     if not shutil.which("perf") or not os.access(luajit, os.X_OK):
@@ -87,6 +93,13 @@ def main():
         env0.pop(k, None)
     tmp = tempfile.mkdtemp(prefix="ljperf-bench-mem-")
     env0["LUAJIT_PERF_DIR"] = tmp
+    shim = opts.seed_shim or os.path.join(os.path.dirname(os.path.abspath(opts.bin_dir)),
+                                          "tests", "inline", "detseed.so")
+    if shim != "none":
+        if not os.path.isfile(shim):
+            sys.exit("bench.mem: no seed shim %s (build the project, or --seed-shim none)"
+                     % shim)
+        env0["LD_PRELOAD"] = shim
     # No perf map: it would be left in /tmp (the jitdump names the code)
     settings = {
         "cpu": (True, "jitdump,frames"),

@@ -98,9 +98,9 @@ class Session:
         e.update(extra or {})
         return e
 
-    def ljperf(self, args, env=None, timeout=240, prefix=()):
-        """Runs ljperf; returns CompletedProcess (text)."""
-        cmd = list(prefix) + [sys.executable, ljperf_bin()] + list(args)
+    def ljperf(self, args, env=None, timeout=240, prefix=(), python=None):
+        """Runs ljperf (with PYTHON, default ours); returns CompletedProcess (text)."""
+        cmd = list(prefix) + [python or sys.executable, ljperf_bin()] + list(args)
         r = subprocess.run(cmd, env=env or self.env(), stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=timeout)
         print("$ ljperf %s  -> %d" % (" ".join(args), r.returncode))

@@ -2,7 +2,7 @@
 """Memory profiles end to end: `ljperf record --mem` of a Lua program under
 real perf, judged against what the program itself knows.
 
-usage: profile.py CASE   (known.jit, known.joff, leak, attach, cli)
+usage: profile.py CASE   (known.jit, known.joff, leak, nonroot, attach, cli)
 
 known.MODE  tests/mem/known.lua allocates strings, tables and closures from
             three functions and prints each one's bytes, counted by the VM
@@ -19,6 +19,9 @@ leak        tests/mem/leak.lua keeps what `leaky` allocates and drops what
             lists leaky among its first three lines. Run again with the
             program letting go of the leak before it ends: in use comes back
             to under 2% of that.
+nonroot     leak.lua's leak found by `ljperf record --mem` run as user nobody
+            (setpriv; kernel.perf_event_paranoid 2 allows a user to sample
+            the page faults of its own processes): no root needed.
 attach      `ljperf record --mem -p PID` of tests/mem/attached.lua, started
             without LUAJIT_PERF: its allocating function is in alloc.folded,
             and the program saw samples on while ljperf ran and off after.
@@ -163,6 +166,27 @@ def leak():
                 "after the program drops it, %d bytes in use (< 2%% of %d)" % (dropped, kept))
 
 
+def nonroot():
+    if os.geteuid() != 0:
+        t.fail("needs root, to run ljperf as nobody with setpriv")
+    with t.Session() as s:
+        os.chmod(s.dir, 0o777)
+        os.chmod(s.home, 0o777)
+        out = s.path("out")
+        # the system's python: nobody may not reach the one running this test
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        r = s.ljperf(["record", "--mem", "--mem-rate", RATE, "-o", out, "--",
+                      t.built("bin", "luajit"), os.path.join(HERE, "leak.lua"), "keep"],
+                     prefix=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
+                     python=py)
+        t.check(r.returncode == 0, "ljperf record --mem exits 0 as nobody")
+        inuse = stacks(out, "inuse.folded")
+        got = bytes_by(inuse, ("leaky",))["leaky"]
+        total = sum(inuse.values())
+        t.check(total > 0 and got >= 0.9 * total,
+                "as nobody, leaky holds %.1f%% of the bytes in use" % (100.0 * got / max(total, 1)))
+
+
 def attach():
     luajit = t.built("bin", "luajit")
     with t.Session() as s:
@@ -212,10 +236,10 @@ def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     if case.startswith("known."):
         t.main(lambda: known(case.split(".", 1)[1]))
-    elif case in ("leak", "attach", "cli"):
-        t.main({"leak": leak, "attach": attach, "cli": cli}[case])
+    elif case in ("leak", "nonroot", "attach", "cli"):
+        t.main({"leak": leak, "nonroot": nonroot, "attach": attach, "cli": cli}[case])
     else:
-        sys.exit("usage: profile.py known.jit|known.joff|leak|attach|cli")
+        sys.exit("usage: profile.py known.jit|known.joff|leak|nonroot|attach|cli")
 
 
 if __name__ == "__main__":

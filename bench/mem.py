@@ -20,26 +20,22 @@ Instruction counts of the sampler alone: bench.icount --settings off,mem.
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 from bench.run import PROGS, SIZES, geomean
+from ljperf import memory
+from ljperf.perfcmd import perf_argv as perf_cmd, record_argv
 
 PROGRAMS = ("alloc", "closures", "strings", "tables_hash")
-MEM_EVENT = "page-faults/period=1/u"
-TRAP = re.compile(rb"CX:0x4c4a4d454d[0-9a-f]{2}01\b")
 
 
 def perf_argv(tmp, mem):
-    argv = ["perf", "--buildid-dir", os.path.join(tmp, ".debug"), "record", "-q",
-            "-o", os.path.join(tmp, "perf.data"), "-e", "cpu-clock", "-F", "999",
-            "-k", "mono", "-g", "--call-graph", "fp"]
-    if mem:
-        return argv + ["-e", MEM_EVENT, "--user-regs=r13,ax,cx,dx,si,r8", "--"]
-    return argv + ["--user-regs=r13", "--"]
+    """perf record as `ljperf record` runs it (with MEM: as `--mem`)."""
+    return record_argv("perf", tmp, os.path.join(tmp, "perf.data"), "cpu-clock", 999,
+                       mem) + ["--"]
 
 
 def run(argv, env, tmp):
@@ -65,10 +61,18 @@ def argv_with_time(argv, tfile):
 
 
 def traps(tmp):
-    r = subprocess.run(["perf", "--buildid-dir", os.path.join(tmp, ".debug"), "script",
-                        "-i", os.path.join(tmp, "perf.data"), "-F", "uregs"],
-                       stdin=subprocess.DEVNULL, capture_output=True)
-    return len(TRAP.findall(r.stdout))
+    """Allocation traps in the last recording (page-fault samples whose
+    registers carry the tag: memory.decode)."""
+    r = subprocess.run(perf_cmd("perf", tmp, "script", "-i", os.path.join(tmp, "perf.data"),
+                                "-F", "event,uregs"),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    n = 0
+    for line in r.stdout.splitlines():        # "EVENT:  ABI:2    AX:0x...  ..."
+        event, sep, _ = line.partition(" ABI:")
+        if sep and memory.is_fault_event(event.strip().rstrip(":")):
+            trap = memory.decode(line)
+            n += trap is not None and trap.type == memory.T_ALLOC
+    return n
 
 
 def main():

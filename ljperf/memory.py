@@ -43,6 +43,10 @@ from ljperf.frames import K_BUILTIN, K_C, K_LUA, K_TRACE
 from ljperf.perfscript import Event, parse_reg, time_span
 
 MAGIC = 0x4c4a4d454d          # "LJMEM", CX bits 16..55
+# How perf records the traps (perf record -e EVENT --user-regs=PC,REGS):
+# every page fault, with the registers above (R13: frames.PC_USER_REGS).
+EVENT = "page-faults/period=1/u"
+USER_REGS = "ax,cx,dx,si,r8"
 T_ALLOC = 1
 T_FREE = 2
 # perf's names of the page-fault software event (perf list: "page-faults OR

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
+from ljperf import memory
 from ljperf.frames import PC_USER_REGS
 from ljperf.messages import Fail, read_text
 
@@ -46,18 +47,12 @@ def no_bpf_event(perf):
     return ("--no-bpf-event",) if "--no-bpf-event" in r.stdout + r.stderr else ()
 
 
-# The allocation samples of the patched VM (--mem; emitter/lj_perfmem.c):
-# every page fault, with the registers that describe an allocation.
-MEM_EVENT = "page-faults/period=1/u"
-MEM_USER_REGS = "ax,cx,dx,si,r8"
-
-
 def record_argv(perf, outdir, data, event, freq, mem=False):
     """perf record of EVENT at FREQ Hz into DATA, as ljperf records, and
     with MEM the allocation samples too: the target (-- CMD, or -p PIDS)
     follows."""
-    events = ["-e", event] + (["-e", MEM_EVENT] if mem else [])
-    regs = PC_USER_REGS + ("," + MEM_USER_REGS if mem else "")
+    events = ["-e", event] + (["-e", memory.EVENT] if mem else [])
+    regs = PC_USER_REGS + ("," + memory.USER_REGS if mem else "")
     return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
             events + ["-k", "mono", "-g", "--call-graph", "fp",
                       "--user-regs=" + regs, "-F", str(freq), "-o", data])

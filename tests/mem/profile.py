@@ -18,7 +18,9 @@ leak        tests/mem/leak.lua keeps what `leaky` allocates and drops what
             says it keeps; `go tool pprof -sample_index=inuse_space -top`
             lists leaky among its first three lines. Run again with the
             program letting go of the leak before it ends: in use comes back
-            to under 2% of that.
+            to under 2% of that. `ljperf diff` of the two in-use profiles is
+            a page in bytes (by itself, and with --unit bytes for files
+            whose names do not say).
 nonroot     leak.lua's leak found by `ljperf record --mem` run as user nobody
             (setpriv; kernel.perf_event_paranoid 2 allows a user to sample
             the page faults of its own processes): no root needed.
@@ -164,6 +166,20 @@ def leak():
         dropped = sum(inuse.values())
         t.check(dropped < 0.02 * kept,
                 "after the program drops it, %d bytes in use (< 2%% of %d)" % (dropped, kept))
+
+        # ljperf diff of the two: bytes by itself for inuse.folded files,
+        # with --unit bytes for files it cannot tell
+        for a, b, extra in ((os.path.join(s.path("keep"), "inuse.folded"),
+                             os.path.join(out, "inuse.folded"), []),
+                            (shutil.copy(os.path.join(s.path("keep"), "inuse.folded"),
+                                         s.path("before.txt")),
+                             shutil.copy(os.path.join(out, "inuse.folded"),
+                                         s.path("after.txt")), ["--unit", "bytes"])):
+            page = s.path("diff.html")
+            r = s.ljperf(["diff", a, b, "-o", page] + extra)
+            with open(page) as f:
+                t.check(r.returncode == 0 and '"unit":"bytes"' in f.read(),
+                        "ljperf diff %s: a page in bytes" % " ".join(extra or ["(inuse.folded)"]))
 
 
 def nonroot():

@@ -68,6 +68,17 @@ class TestFailure(Exception):
     pass
 
 
+def folded(path):
+    """{stack: weight} of a folded file (ljperf.render.load_folded, the
+    package's one reader; a stack seen twice is summed)."""
+    from ljperf.render import load_folded
+    out = {}
+    for frames, w in load_folded(path):
+        s = ";".join(frames)
+        out[s] = out.get(s, 0) + w
+    return out
+
+
 def fail(msg):
     raise TestFailure(msg)
 

@@ -42,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 
+from tests.lib import ljptest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 LJ_MERGE = os.environ.get("LJ_MERGE") or os.path.join(ROOT, "perf-script", "lj_merge.py")
@@ -111,17 +113,8 @@ def lj_merge(txt, outdir, *extra):
     if not m:
         die("no memory summary line on stderr: " + r.stderr[-500:])
     keys = ("used", "allocs", "frees", "dups", "own", "matched", "unmatched", "other")
-    return folded(p("alloc.folded")), folded(p("inuse.folded")), \
+    return ljptest.folded(p("alloc.folded")), ljptest.folded(p("inuse.folded")), \
         dict(zip(keys, map(int, m.groups())))
-
-
-def folded(path):
-    out = {}
-    with open(path) as f:
-        for ln in f:
-            s, _, n = ln.rstrip("\n").rpartition(" ")
-            out[s] = out.get(s, 0) + int(n)
-    return out
 
 
 def text_counts(txt):
@@ -290,7 +283,7 @@ def pages(tmp, d, d2, alloc, inuse):
                                     re.S).group(1))
     check(data["unit"] == "bytes" and data["weightName"] == "alloc space",
           "ljperf diff of two alloc.folded: unit bytes, alloc space")
-    before = sum(folded(Opts.before).values())
+    before = sum(ljptest.folded(Opts.before).values())
     browser(Opts.output, {"#meta": ["before %s alloc space" % mib(before),
                                     "after %s alloc space" % mib(sum(alloc.values()))]})
 

@@ -145,12 +145,7 @@ def wait_for(cond, timeout=10.0, step=0.05):
 
 def folded(d):
     """{stack: weight} of DIR/profile.folded."""
-    out = {}
-    with open(os.path.join(d, "profile.folded")) as f:
-        for line in f:
-            s, _, n = line.rstrip("\n").rpartition(" ")
-            out[s] = out.get(s, 0) + int(n)
-    return out
+    return ljptest.folded(os.path.join(d, "profile.folded"))
 
 
 def frames_of(fold):

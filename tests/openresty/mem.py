@@ -123,16 +123,6 @@ def app_lines():
     return handle, stmt, churn
 
 
-def folded(path):
-    """{stack: bytes} of a folded file."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            s, _, n = line.rstrip("\n").rpartition(" ")
-            out[s] = out.get(s, 0) + int(n)
-    return out
-
-
 def frame_re(defline):
     """A Lua frame of leaky.lua's function defined at DEFLINE, with --lines:
     [NAME@]CHUNK:DEFLINE:CURLINE, `_[j]` after it when a trace ran it;
@@ -218,8 +208,8 @@ def check_outputs(out):
 def check_profiles(out):
     handle, stmt, churn = app_lines()
     res = {"handle": frame_re(handle), "churn": frame_re(churn)}
-    inuse, inuse_frames = split(folded(os.path.join(out, "inuse.folded")), res)
-    alloc, _ = split(folded(os.path.join(out, "alloc.folded")), res)
+    inuse, inuse_frames = split(ljptest.folded(os.path.join(out, "inuse.folded")), res)
+    alloc, _ = split(ljptest.folded(os.path.join(out, "alloc.folded")), res)
     print("in use: M.handle %d bytes, M.churn %d; allocated: M.handle %d, M.churn %d"
           % (inuse["handle"], inuse["churn"], alloc["handle"], alloc["churn"]))
     for k in res:

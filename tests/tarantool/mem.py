@@ -35,6 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 from tests.remote import test_remote as tr  # its Reader, median
 from ljperf import remote as ljremote
+from tests.lib import ljptest
 
 t = tr.t                    # tests/ljperf/ljperf_testlib
 WORKLOAD = os.path.join(HERE, "mem.lua")
@@ -72,15 +73,6 @@ def chain_name(frame):
     if m and LINES.get(m.group(1)) == int(m.group(2)):
         return m.group(1)
     return None
-
-
-def folded(path):
-    out = {}
-    with open(path) as f:
-        for line in f:
-            s, _, n = line.rstrip("\n").rpartition(" ")
-            out[s] = out.get(s, 0) + int(n)
-    return out
 
 
 def kinds(path):
@@ -134,7 +126,7 @@ def check_profile(out, pages=True):
     for f in OUTPUTS:
         if pages or not f.endswith(".html"):
             t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
-    alloc = folded(os.path.join(out, "alloc.folded"))
+    alloc = ljptest.folded(os.path.join(out, "alloc.folded"))
     kind = kinds(os.path.join(out, "mem.kinds"))
     tot, ours, good, below, bad = analyse(alloc, kind)
     print("allocated: %d bytes, %d through make_items, %d of those on %s over C frames"

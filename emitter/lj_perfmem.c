@@ -165,12 +165,15 @@ static int64_t perfmem_gap(PerfMem *m)
 /* The interpreter's PC in the innermost Lua frame, when the state runs the
 ** interpreter or a function it called (then the VM saved it in its C frame
 ** before the call that allocates): the states before LJ_VMST_GC (INTERP
-** and C; tarantool/luajit: INTERP, LFUNC, FFUNC, CFUNC). NULL otherwise.
+** and C; tarantool/luajit: INTERP, LFUNC, FFUNC, CFUNC), and RECORD, which
+** the interpreter keeps while a trace is recorded. The recorder's own
+** allocations find its lj_vm_cpcall frame, whose PC is no bytecode (the
+** reader checks it against the innermost Lua frame). NULL otherwise.
 */
 static const BCIns *perfmem_pc(global_State *g)
 {
   int32_t st = (int32_t)g->vmstate;
-  if (st < 0 && ~st < LJ_VMST_GC) {
+  if (st < 0 && (~st < LJ_VMST_GC || ~st == LJ_VMST_RECORD)) {
     lua_State *L = gco2th(gcref(g->cur_L));
     void *cf = cframe_raw(L->cframe);
     if (cf) return cframe_pc(cf);

@@ -352,7 +352,7 @@ class Merger:
                     ent = self._chain(chain)
                 fl, dyn, nb, memo = ent
                 if dyn or (not fl and inline):
-                    fl, pid, nb = self.frames(chain, inline, pid, tid, time)
+                    fl, pid, nb = self.frames(chain, inline, pid, tid, time, ent)
                 leaf = None
                 if pre:
                     fl = tuple([fr for fr in fl if fr.kind != K_LUA and fr.kind != K_TRACE])
@@ -379,13 +379,15 @@ class Merger:
                                     if type(x) is not Event and x[3] is not None)
             self.t_last = last
 
-    def frames(self, chain, inline, pid, tid, time):
+    def frames(self, chain, inline, pid, tid, time, ent=None):
         """(frames leaf first, pid, malformed lines) of one sample's
         callchain text CHAIN (INLINE: its header's `ip sym (dso)` when it
         has no chain), dynamic frames resolved for PID at TIME; PID looked
-        up from TID when they need it. feed() inlines the common case
-        (a cached chain without dynamic frames); memory.py calls this."""
-        ent = self.ccache.get(chain)
+        up from TID when they need it. ENT: CHAIN's chain cache entry, if
+        the caller has it. feed() inlines the common case (a cached chain
+        without dynamic frames); memory.py calls this."""
+        if ent is None:
+            ent = self.ccache.get(chain)
         if ent is None:
             ent = self._chain(chain)
         fl, dyn, nb, memo = ent

@@ -187,9 +187,8 @@ def run(opts):
         left = pid_files(p.pid)
         t.check(set(left) <= {os.path.basename(f) for f in t.ljptest.tmp_files(p.pid)},
                 "in /tmp only its perf map and jitdump: %s" % left)
-        print("RATE tarantool: batches/s before %d, during %d, after %d (medians of 0.1 s "
-              "windows)" % (tr.median(rd.rates(0, t0)), tr.median(rd.rates(t0 + 0.5, t1 - 0.5)),
-                            tr.median(rd.rates(t_off + 0.2, time.monotonic()))))
+        tr.say_rates("tarantool", rd.rates(0, t0), rd.rates(t0 + 0.5, t1 - 0.5),
+                     rd.rates(t_off + 0.2, time.monotonic()))
         s.stop(p)
 
 

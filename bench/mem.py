@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 from bench.run import PROGS, SIZES, geomean
-from ljperf import memory
+from ljperf import memory, vmregs
 from ljperf.perfcmd import perf_argv as perf_cmd, record_argv
 
 PROGRAMS = ("alloc", "closures", "strings", "tables_hash")
@@ -71,7 +71,7 @@ def traps(tmp):
         event, sep, _ = line.partition(" ABI:")
         if sep and memory.is_fault_event(event.strip().rstrip(":")):
             trap = memory.decode(line)
-            n += trap is not None and trap.type == memory.T_ALLOC
+            n += trap is not None and trap.type == vmregs.T_ALLOC
     return n
 
 

@@ -7,13 +7,7 @@ import os
 import re
 
 from ljperf.perfscript import parse_reg, split_frame
-
-# The interpreter's bytecode PC register (vm_patch 0001: rbx holds RB, rbp
-# is the frame pointer). PC_USER_REGS is for perf record --user-regs=;
-# recordings of ljperf's VMs before 2026-11 have the PC in BX.
-PC_REG = "R13"
-PC_REG_BEFORE = "BX"
-PC_USER_REGS = "r13"
+from ljperf.vmregs import PC_REG, PC_REG_BEFORE
 
 
 def interp_pc(regs):

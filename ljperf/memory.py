@@ -1,19 +1,11 @@
 """Memory profiles (lj_merge --mem): the patched VM's allocation traps,
 read from `perf script` output, as allocation and in-use profiles.
 
-The trap protocol (docs/ljperf.md, "Memory profiles"). The VM samples GC
-allocations Go's way (exponential gaps of mean RATE bytes); a sampled
-allocation, and the free of a sampled object, writes one byte to a page it
-dropped, so the kernel takes a page fault that perf records (`-e
-page-faults/period=1/u -g --call-graph fp --user-regs=r13,ax,cx,dx,si,r8`)
-with the registers of the faulting instruction:
-
-  CX   MAGIC << 16 | SKIP << 8 | TYPE: TYPE 1 allocation, 2 free of a
-       sampled object; SKIP leaf entries of the chain are the sampler's own
-  AX   the block's size in bytes      DX   its address
-  SI   RATE, the mean sampling gap    R8   the trap's sequence number (per
-                                           sampling VM state)
-  R13  the bytecode PC of the innermost Lua frame, 0 when unknown
+The trap protocol (docs/ljperf.md, "Memory profiles"; the registers:
+ljperf/vmregs.py). The VM samples GC allocations Go's way (exponential gaps
+of mean RATE bytes); a sampled allocation, and the free of a sampled
+object, writes one byte to a page it dropped, so the kernel takes a page
+fault that perf records with the registers of the faulting instruction.
 
 Invariants:
 - A trap is a sample of a page-fault event (any name perf gives it) whose
@@ -41,17 +33,8 @@ import math
 from ljperf import writers
 from ljperf.frames import K_BUILTIN, K_C, K_LUA, K_TRACE
 from ljperf.perfscript import Event, parse_reg, time_span
-
-MAGIC = 0x4c4a4d454d          # "LJMEM", CX bits 16..55
-# How perf records the traps (perf record -e EVENT --user-regs=PC,REGS):
-# every page fault, with the registers above (R13: frames.PC_USER_REGS).
-EVENT = "page-faults/period=1/u"
-USER_REGS = "ax,cx,dx,si,r8"
-T_ALLOC = 1
-T_FREE = 2
-# perf's names of the page-fault software event (perf list: "page-faults OR
-# faults"), before any ':u' or '/period=1/u'.
-FAULT_EVENTS = ("page-faults", "faults", "minor-faults", "major-faults")
+from ljperf.vmregs import (ADDR_REG, FAULT_EVENTS, MAGIC, PC_REG, RATE_REG, SEQ_REG,
+                           SIZE_REG, T_ALLOC, T_FREE, TAG_REG)
 
 # One trap: TYPE (T_ALLOC, T_FREE), SKIP, SIZE, ADDR, RATE, SEQ, PC (0:
 # unknown), CX (the raw tag, for duplicates).
@@ -61,15 +44,15 @@ Trap = collections.namedtuple("Trap", "type skip size addr rate seq pc cx")
 def decode(regs):
     """The Trap on a register line (' ABI:2    AX:0x...'), or None when CX
     does not hold the magic (or a register the protocol needs is absent)."""
-    cx = parse_reg(regs, "CX")
+    cx = parse_reg(regs, TAG_REG)
     if cx is None or cx >> 16 != MAGIC:
         return None
     typ = cx & 0xff
-    size, addr, seq = parse_reg(regs, "AX"), parse_reg(regs, "DX"), parse_reg(regs, "R8")
+    size, addr, seq = parse_reg(regs, SIZE_REG), parse_reg(regs, ADDR_REG), parse_reg(regs, SEQ_REG)
     if typ not in (T_ALLOC, T_FREE) or size is None or addr is None or seq is None:
         return None
-    return Trap(typ, (cx >> 8) & 0xff, size, addr, parse_reg(regs, "SI") or 0, seq,
-                parse_reg(regs, "R13") or 0, cx)
+    return Trap(typ, (cx >> 8) & 0xff, size, addr, parse_reg(regs, RATE_REG) or 0, seq,
+                parse_reg(regs, PC_REG) or 0, cx)
 
 
 # The Lua C API: a host C function that calls it allocates (the API's own

@@ -13,8 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
-from ljperf import memory
-from ljperf.frames import PC_USER_REGS
+from ljperf import vmregs
 from ljperf.messages import Fail, read_text
 
 PARANOID_FILE = "/proc/sys/kernel/perf_event_paranoid"
@@ -51,8 +50,8 @@ def record_argv(perf, outdir, data, event, freq, mem=False):
     """perf record of EVENT at FREQ Hz into DATA, as ljperf records, and
     with MEM the allocation samples too: the target (-- CMD, or -p PIDS)
     follows."""
-    events = ["-e", event] + (["-e", memory.EVENT] if mem else [])
-    regs = PC_USER_REGS + ("," + memory.USER_REGS if mem else "")
+    events = ["-e", event] + (["-e", vmregs.EVENT] if mem else [])
+    regs = vmregs.PC_USER_REGS + ("," + vmregs.USER_REGS if mem else "")
     return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
             events + ["-k", "mono", "-g", "--call-graph", "fp",
                       "--user-regs=" + regs, "-F", str(freq), "-o", data])

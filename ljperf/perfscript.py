@@ -447,7 +447,7 @@ class Reader:
         lj_merge's hot loop (every input line passes through it). Locals
         instead of attributes, no helper call per line and the header fast
         path inline are what keep lj_merge over 1M lines/s
-        (tests/lj_merge/bench.py); split into functions, each line would pay
+        (bench/lj_merge.py); split into functions, each line would pay
         for the calls."""
         st = self.stats
         carry = ""

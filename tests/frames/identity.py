@@ -28,6 +28,7 @@ import sys
 from tests.lib import ljptest as T
 from tests.frames import validity
 from ljperf import frames as ljframes
+from ljperf import vmregs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NEED = 0.995
@@ -238,7 +239,7 @@ def test():
     if case in SWITCHING:
         env["LUAJIT_PERF"] = "map,jitdump"  # the program switches frames
     with T.PerfSession() as sess:
-        data, out = sess.record(cmd, env=env, freq=2000, regs=ljframes.PC_USER_REGS)
+        data, out = sess.record(cmd, env=env, freq=2000, regs=vmregs.PC_USER_REGS)
         samples = sess.samples(data, "comm,pid,tid,time,ip,sym,dso,uregs",
                                extra=["--ns"])
         res = Resolver(sess.dump(samples[0].pid))

@@ -103,6 +103,7 @@ from tests.lib import ljptest as T
 from ljperf import perfscript, resolve as ljresolve
 from ljperf import jitdump
 from ljperf import frames as ljframes
+from ljperf import vmregs
 
 MIN_SAMPLES = 10      # samples a function must get to be judged
 GOOD = 0.9            # share of a function's samples that must be fully right
@@ -199,7 +200,7 @@ class Session(T.PerfSession):
             data = self.path("perf%d.data" % self.n)
             cmd = ["perf", "--buildid-dir", self.path(".debug"), "record", "-q",
                    T.NO_BPF_EVENT, "-e", T.perf_event(), "-F", str(freq), "-k", "mono", "-g",
-                   "--call-graph", "fp", "--user-regs=" + ljframes.PC_USER_REGS, "-o", data, "--"] + list(cmd)
+                   "--call-graph", "fp", "--user-regs=" + vmregs.PC_USER_REGS, "-o", data, "--"] + list(cmd)
         fin = open(stdin, "rb") if stdin else subprocess.DEVNULL
         try:
             r = subprocess.run(cmd, env=e, cwd=cwd, stdin=fin, capture_output=True)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """pprof writing cost next to lj_merge (not a ctest).
 
-usage: python3 -m tests.pprof.bench [--min-lines N] [--stacks N]   (from the source root)
+usage: python3 -m bench.pprof [--min-lines N] [--stacks N]   (from the source root)
 
-1. lj_merge's benchmark input (tests/lj_merge/bench.py: >= N perf script
+1. lj_merge's benchmark input (bench/lj_merge.py: >= N perf script
    lines from the fixtures) through lj_merge --lines --jit-tag --tid into
    folded stacks; then the same folded stacks written as pprof in process
    (ljperf/pprof.py: parse + Profile.add + write) against writing them
@@ -22,8 +22,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-from tests.lj_merge import bench as lj_bench
+ROOT = os.path.dirname(HERE)
+from bench import lj_merge as lj_bench
 from ljperf import pprof
 
 

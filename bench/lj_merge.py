@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""lj_merge speed benchmark: prints input lines per second.
+"""lj_merge speed benchmark: prints input lines per second, and the ratio
+to a stackcollapse on the same input.
 
-usage: bench.py [--runs N] [--min-lines N] [--args "LJ_MERGE ARGS"] [FILE...]
+usage: python3 -m bench.lj_merge [--runs N] [--min-lines N] [--args "LJ_MERGE ARGS"] [FILE...]
 
 With FILEs (perf script text, e.g. `perf script > big.txt`), each is
 processed as is. Without, a >= --min-lines (default 1.2M) input is built in
@@ -9,12 +10,15 @@ a temporary file from the real captures in fixtures/ (fakevm-rawF.txt:
 no inject, uregs, so the jitdump fallback and BX paths run; fakevm-inject.txt;
 cstack.txt), their samples repeated with increasing timestamps.
 
-Three settings over it: the default (folded), --lines --jit-tag --tid, and
---jit-tag --pprof /dev/null (ljperf record's pass: folded output and a
-pprof profile, whose Lua frames carry their lines). lj_merge runs as a
-subprocess (the installed CLI, output to /dev/null); the best of --runs
-runs is reported, as wall-clock and as CPU time of the child (user+sys; the
-machine may be shared). The target is >= 1M lines/s.
+Over it, side by side: bench/stackcollapse.pl (perl; FlameGraph's
+stackcollapse-perf.pl's one loop with its default options), then lj_merge
+with the default (folded), --lines, --lines --jit-tag --tid, and --jit-tag
+--pprof /dev/null (ljperf record's pass: folded output and a pprof
+profile, whose Lua frames carry their lines); each lj_merge line ends with
+its speed as a multiple of stackcollapse's (CPU time). Every tool runs as a
+subprocess (output to /dev/null); the best of --runs runs is reported, as
+wall-clock and as CPU time of the child (user+sys; the machine may be
+shared). The target is >= 10x stackcollapse, default and --lines.
 
 A real large capture (1.26M lines, root): build capture/fakevm.c, then
   perf record -k mono -g --call-graph fp --user-regs=r13 -F 10000 -o p.data \
@@ -22,8 +26,8 @@ A real large capture (1.26M lines, root): build capture/fakevm.c, then
   perf script -i p.data > raw.txt
   perf script -i p.data -F comm,pid,tid,time,period,event,ip,sym,symoff,dso,uregs > rawF.txt
   perf inject --jit -i p.data -o j.data && perf script -i j.data > inject.txt
-  bench.py --args "--jitdump $PWD" raw.txt inject.txt
-  bench.py --args "--lines --jit-tag --tid --jitdump $PWD" rawF.txt
+  python3 -m bench.lj_merge --args "--jitdump $PWD" raw.txt inject.txt
+  python3 -m bench.lj_merge --args "--lines --jit-tag --tid --jitdump $PWD" rawF.txt
 
 Against perf script itself (lj_merge must not be the slower end of the
 pipe): --perf-data P.data times `perf script -i P.data PERF-ARGS` (best of
@@ -32,8 +36,8 @@ very output. The real patched VM, e.g. the demo (deep stacks) at 5 kHz:
   LUAJIT_PERF=1 LUAJIT_PERF_DIR=$PWD perf record -k mono -g --call-graph fp \
       --user-regs=r13 -F 4999 -o demo.data build/examples/demo/fibdemo 7.5
   perf inject --jit -i demo.data -o demo.jit.data
-  bench.py --perf-data demo.data --args "--jitdump $PWD"
-  bench.py --perf-data demo.jit.data --perf-args "-F comm,pid,tid,time,period,\
+  python3 -m bench.lj_merge --perf-data demo.data --args "--jitdump $PWD"
+  python3 -m bench.lj_merge --perf-data demo.jit.data --perf-args "-F comm,pid,tid,time,period,\
       event,ip,sym,symoff,dso,uregs --show-task-events" --args "--jitdump $PWD"
 (and capture/real/jit.lua at 10 kHz for 8 s for short stacks)."""
 import argparse
@@ -47,9 +51,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIX = os.path.join(HERE, "fixtures")
-LJ_MERGE = os.environ.get("LJ_MERGE",
-                          os.path.join(HERE, "..", "..", "perf-script", "lj_merge.py"))
+ROOT = os.path.dirname(HERE)
+FIX = os.path.join(ROOT, "tests", "lj_merge", "fixtures")
+LJ_MERGE = os.environ.get("LJ_MERGE", os.path.join(ROOT, "perf-script", "lj_merge.py"))
+STACKCOLLAPSE = os.path.join(HERE, "stackcollapse.pl")
 
 
 def samples(path):
@@ -112,26 +117,30 @@ def count_lines(path):
             n += b.count(b"\n")
 
 
-def bench(path, args, runs):
+def bench(path, args, runs, cmd=None, base=None):
+    """Times CMD (default: lj_merge ARGS) on PATH; returns its CPU lines/s.
+    BASE: stackcollapse's, to print the ratio."""
     lines = count_lines(path)
+    cmd = cmd or [sys.executable, LJ_MERGE] + args
     best = None
     for _ in range(runs):
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, LJ_MERGE] + args + [path],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = subprocess.run(cmd + [path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wall = time.perf_counter() - t0
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         if p.returncode != 0:
-            sys.exit("lj_merge failed (%d): %s" % (p.returncode, p.stderr.decode()))
-        if best is None or wall < best[0]:
+            sys.exit("%s failed (%d): %s" % (os.path.basename(cmd[1]), p.returncode,
+                                            p.stderr.decode()))
+        if best is None or cpu < best[1]:
             best = (wall, cpu)
     wall, cpu = best
-    print("%s: %d lines, wall %.2f s = %.0f lines/s, cpu %.2f s = %.0f lines/s%s"
+    print("%s: %d lines, wall %.2f s = %.0f lines/s, cpu %.2f s = %.0f lines/s%s%s"
           % (os.path.basename(path), lines, wall, lines / wall, cpu, lines / cpu,
-             "  [args: %s]" % " ".join(args) if args else ""))
-    return lines / wall
+             "  [%s]" % " ".join([os.path.basename(cmd[1])] + args),
+             "  %.1fx stackcollapse" % (lines / cpu / base) if base else ""))
+    return lines / cpu
 
 
 def bench_perf_script(data, perf_args, runs):
@@ -192,11 +201,13 @@ def main():
         print("built %s: %d lines from fixtures/" % (path, n))
         args = (o.args.split() if o.args else
                 ["--jitdump", os.path.join(FIX, "fakevm")])
-        bench(path, args, o.runs)
-        bench(path, args + ["--lines", "--jit-tag", "--tid"], o.runs)
+        base = bench(path, [], o.runs, cmd=["perl", STACKCOLLAPSE])
+        bench(path, args, o.runs, base=base)
+        bench(path, args + ["--lines"], o.runs, base=base)
+        bench(path, args + ["--lines", "--jit-tag", "--tid"], o.runs, base=base)
         # what ljperf record runs: folded output and a pprof profile (with
         # every Lua frame's line) in one pass
-        bench(path, args + ["--jit-tag", "--pprof", os.devnull], o.runs)
+        bench(path, args + ["--jit-tag", "--pprof", os.devnull], o.runs, base=base)
     finally:
         os.unlink(path)
 

@@ -1,0 +1,38 @@
+"""The patched VM's register contract with perf: which registers perf
+records (perf record --user-regs=) and what the VM puts in them. A leaf:
+it imports nothing, so every module may import it (perf's command lines,
+the frame vocabulary, the memory traps).
+
+The PC (vm_patch 0001: rbx holds RB, rbp is the frame pointer): R13 holds
+the interpreter's bytecode PC; recordings of ljperf's VMs before 2026-11
+have it in BX.
+
+An allocation trap (emitter/lj_perfmem.c; docs/ljperf.md, "Memory
+profiles"): a sampled allocation, or the free of a sampled object, writes
+one byte to a page the VM dropped; perf records the page fault (EVENT)
+with the faulting instruction's registers:
+
+  CX   MAGIC << 16 | SKIP << 8 | TYPE: TYPE T_ALLOC or T_FREE; SKIP leaf
+       entries of the chain are the sampler's own
+  AX   the block's size in bytes      DX   its address
+  SI   RATE, the mean sampling gap    R8   the trap's sequence number (per
+                                           sampling VM state)
+  R13  the bytecode PC of the innermost Lua frame, 0 when unknown
+"""
+
+PC_REG = "R13"                 # as perf script prints it (-F uregs)
+PC_REG_BEFORE = "BX"
+PC_USER_REGS = "r13"           # as perf record --user-regs= takes it
+
+MAGIC = 0x4c4a4d454d           # "LJMEM", CX bits 16..55
+T_ALLOC = 1
+T_FREE = 2
+# A trap's fields: the register of each (perf script's names).
+TAG_REG, SIZE_REG, ADDR_REG, RATE_REG, SEQ_REG = "CX", "AX", "DX", "SI", "R8"
+# How perf records the traps: every page fault (perf record -e EVENT), with
+# the registers above (--user-regs=PC_USER_REGS,USER_REGS).
+EVENT = "page-faults/period=1/u"
+USER_REGS = "ax,cx,dx,si,r8"
+# perf's names of the page-fault software event (perf list: "page-faults OR
+# faults"), before any ':u' or '/period=1/u'.
+FAULT_EVENTS = ("page-faults", "faults", "minor-faults", "major-faults")

@@ -46,7 +46,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-from ljperf import perfcmd, render
+from ljperf import perfcmd
+from ljperf.folded import load_folded
 from ljperf.messages import Fail
 from tests.lib import ljptest  # dump_pids, remove_tmp_files
 
@@ -149,7 +150,7 @@ def run_perf(o, perf, event, mode, fib_n, spin_n):
         if script.wait() != 0 or merge.wait() != 0:
             die("perf script | lj_merge failed on the %s run: %s" % (mode, err.strip()[-300:]))
         weights = {"lua": 0, "c": 0, "other": 0}
-        for frames, n in render.load_folded(folded):
+        for frames, n in load_folded(folded):
             weights[classify(frames)] += n
         if not weights["lua"] or not weights["c"]:
             die("the %s profile has no %s samples" % (mode, "fib" if not weights["lua"]

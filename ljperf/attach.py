@@ -27,6 +27,7 @@ from ljperf.messages import Fail, say
 from ljperf.perfcmd import perf_argv, privileged
 from ljperf.procs import children_of, proc_alive, proc_uid
 from ljperf.remote import ns_pid
+from ljperf.resolve import MAP_DIR, dump_path, map_name, map_path
 
 
 def proc_environ(pid):
@@ -131,14 +132,14 @@ class Target:
         """Where its jitdump is (alive: where it has it mapped), as it names it."""
         seen = mapped_dump(self.pid, self.nspid)
         d = os.path.dirname(seen) if seen else self.dump_dir
-        return os.path.join(d, "jit-%d.dump" % self.nspid)
+        return dump_path(d, self.nspid)
 
     def files(self):
         """[(directory as it names it, file name)] of what recording makes
         in it: the jitdump, its .inline, the perf map."""
         dump = self.dump_path()
         d, name = os.path.split(dump)
-        return [(d, name), (d, name + ".inline"), ("/tmp", "perf-%d.map" % self.nspid)]
+        return [(d, name), (d, name + ".inline"), (MAP_DIR, map_name(self.nspid))]
 
     def copy(self, d, name, dst):
         """Copies file NAME of its directory D to DST; False if it has none."""
@@ -340,7 +341,7 @@ def collect_attached(outdir, procs):
             if not t.copy(d, dump, os.path.join(outdir, "jit-%d.dump" % t.pid)):
                 continue
             t.copy(d, inline, os.path.join(outdir, "jit-%d.dump.inline" % t.pid))
-            t.copy(m, pmap, os.path.join(outdir, "perf-%d.map" % t.pid))
+            t.copy(m, pmap, map_path(outdir, t.pid))
         except OSError as e:
             raise Fail("cannot copy %s into %s: %s"
                        % (t.shown(os.path.join(d, dump)), outdir, e.strerror or e))

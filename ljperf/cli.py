@@ -56,7 +56,7 @@ from ljperf import diff, record
 from ljperf.attach import attach_pids
 from ljperf.messages import PROG, Fail, say
 from ljperf.perfcmd import check_access, need_perf
-from ljperf.postproc import FORMATS
+from ljperf.finish import FORMATS
 
 DEFAULT_EVENT = "cycles:u"   # perf falls back to cpu-clock:u without a PMU
 DEFAULT_HZ = 999

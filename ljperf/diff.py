@@ -31,6 +31,7 @@ import os
 import sys
 
 from ljperf import render
+from ljperf.folded import load_folded, load_kinds
 from ljperf.messages import Fail, read_text, say
 
 SCALE = 1e6          # normalised widths: shares in millionths (the renderer's v)
@@ -63,10 +64,10 @@ class Side:
             raise Fail("%s: no folded profile (%s): give an ljperf output directory "
                           "or a folded file" % (path, folded))
         try:
-            self.stacks = render.load_folded(folded)
+            self.stacks = load_folded(folded)
         except OSError as e:
             raise Fail("cannot read %s: %s" % (folded, e.strerror or e))
-        self.kinds = render.load_kinds(kinds_path) if kinds_path else {}
+        self.kinds = load_kinds(kinds_path) if kinds_path else {}
         self.total = sum(w for _, w in self.stacks)
         self.title = os.path.basename(os.path.normpath(path))
         self.command = meta.get("title")

@@ -1,6 +1,6 @@
 """Frame vocabulary of ljperf: what a perf callchain line is (Lua function,
 JIT trace, VM plumbing, builtin, C, kernel) and how it is printed. lj_merge
-folds with it and ljperf colours flame graphs with it (KIND_NAMES,
+folds with it and ljperf colours flame graphs with it (KINDS,
 VM_PREFIXES); nothing else decides what a frame is."""
 
 import os
@@ -21,10 +21,13 @@ def interp_pc(regs):
 # perf prints DSO-relative addresses inside it.
 GEN_ELF_TEXT_OFFSET = 0x80
 
-# Frame kinds
-K_C, K_VM, K_LUA, K_TRACE, K_BUILTIN, K_KERNEL = range(6)
-# ... as --kinds writes them (K_KERNEL folds like K_C; "root" is the comm frame)
-KIND_NAMES = ("c", "vm", "lua", "trace", "builtin", "kernel")
+# Kinds of printed (folded) frames, the one list: lj_merge --kinds and
+# pprof's `kind` label name them so, ljperf colours them so and its legend
+# lists them in this order ("root": the comm frame; "unknown": frames nothing
+# named). The first six are the kinds of interned frames (Fr.kind, K_*:
+# KINDS[K_LUA] == "lua"); K_KERNEL folds like K_C.
+KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown")
+K_LUA, K_TRACE, K_BUILTIN, K_VM, K_C, K_KERNEL = range(6)
 NO_CHAIN = "[no call chain]"       # the frame of a sample printed without one
 
 VM_PREFIXES = ("lj_BC_", "lj_vm_", "lj_cont_", "lj_vmeta_", "lj_fff_")
@@ -250,12 +253,11 @@ def clean_name(s):
     return s
 
 
-# Kinds of printed (folded) frames: ljperf's colour classes, in the order its
-# legend lists them (KIND_NAMES, the root frame, and nothing-named frames).
-KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "root", "unknown")
-
 _RUNTIME_PREFIXES = ("lj_", "lua_", "luaL_", "luaJIT_", "luaopen_")
-_LUA_LABEL = re.compile(r"^(?:[^@;]*@)?[^@;]+:\d+(?::\d+)?$")
+# lj_merge's Lua naming, the one pattern: [NAME@]CHUNK:LINE[:CURLINE], where
+# CURLINE (--lines) is a number or `?` (unknown); groups NAME, CHUNK, LINE,
+# CURLINE.
+LUA_LABEL = re.compile(r"^(?:([^@;]*)@)?([^@;]+?):(\d+)(?::(\d+|\?))?$")
 _BUILTIN = re.compile(r"^(?:%s|file)[.:][A-Za-z_]\w*(?:\.\w+)*$" % "|".join(_LIBS))
 _PRIORITY = ("trace", "lua", "builtin", "vm", "kernel", "c")
 
@@ -288,7 +290,7 @@ def frame_kind(name, said=None):
             kind = "kernel"
         elif name.startswith(VM_PREFIXES):
             kind = "vm"
-        elif _LUA_LABEL.match(name):
+        elif LUA_LABEL.match(name):
             kind = "lua"
         elif _BUILTIN.match(name):
             kind = "builtin"

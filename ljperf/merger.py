@@ -3,7 +3,7 @@
 
 Invariants:
 - A raw stack is (comm, pid, tid, frames, leafline): FRAMES a tuple of
-  interned ljframes.Fr, leaf first, dynamic frames already resolved as of
+  interned frames.Fr, leaf first, dynamic frames already resolved as of
   the sample's time. Memory grows with distinct stacks and distinct
   callchain texts, not with the input.
 - A sample's callchain text is parsed once (chain cache); the cost per
@@ -15,7 +15,7 @@ Invariants:
 import os
 
 from ljperf.perfscript import Event, is_srcline, time_end_ns, time_span
-from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KIND_NAMES, NO_CHAIN,
+from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KINDS, NO_CHAIN,
                            interp_pc, make_frame, name_frame)
 
 # A Lua frame record's ret is the return PC into the function's callee, or,
@@ -188,7 +188,7 @@ class Folder:
                 prev_builtin = (fr.name, fr.sym)
                 prev_owner = stale = None
             else:
-                out.append((fr.name, KIND_NAMES[k], None, _where(fr)))
+                out.append((fr.name, KINDS[k], None, _where(fr)))
                 prev_owner = stale = prev_builtin = None
         out.reverse()
         return out
@@ -487,7 +487,7 @@ class Merger:
     def stacks(self, root_mode, counts=None):
         """Yields (frames, samples, weight, comm, pid, tid) per distinct
         stack of the event kept (settle() first): FRAMES root first as
-        (name, kind, line, where) (Folder.fold), KIND one of ljframes.KIND_NAMES, "root" for the
+        (name, kind, line, where) (Folder.fold), KIND one of frames.KINDS, "root" for the
         root frame, None for [no call chain]; WEIGHT the sum of periods (1
         per sample without). PID is None when perf printed none and the
         roots do not need it (a tid's process is looked up in the jitdumps

@@ -35,26 +35,19 @@ Mapping of ljperf frames (docs/ljperf.md, "pprof"):
   Sample.label         pid, tid (numbers), comm, and `kind`: what the leaf
                        frame is (lua, trace, builtin, vm, c, kernel, unknown)
 
-Converter (lj_merge --format pprof / --pprof FILE write it from perf script
-directly, with every Lua frame's line):
-  pprof.py --from-folded FILE|DIR [-o OUT] [--weights count|ns] [--period NS]
-FILE is folded stacks (root;...;leaf WEIGHT); DIR an ljperf output directory
-(profile.folded, profile.kinds for the frame kinds, ljperf.json for the
-frequency, start and duration; perf evlist for the event). Root frames comm, comm-PID or comm-PID/TID
-become labels; Lua frames are parsed from lj_merge's naming.
+Folded stacks as pprof (from_folded; its command line: ljperf.pprof_cli,
+perf-script/pprof.py --from-folded): root frames comm, comm-PID or
+comm-PID/TID become labels; Lua frames are parsed from lj_merge's naming
+(frames.LUA_LABEL).
 """
 
-import argparse
-import datetime
 import gzip
-import json
 import os
 import re
-import sys
 from typing import NamedTuple
 
-# Frame kinds as lj_merge --kinds and ljperf name them.
-KINDS = ("lua", "trace", "builtin", "vm", "c", "kernel", "unknown")
+from ljperf import folded
+from ljperf.frames import LUA_LABEL
 
 
 class Frame(NamedTuple):
@@ -62,7 +55,7 @@ class Frame(NamedTuple):
     rest when known (0 / "" = unknown). Hashable: equal frames share one
     Location."""
     name: str                 # as in the folded output, without --lines' line
-    kind: str = "c"           # one of KINDS
+    kind: str = "c"           # one of frames.KINDS but root
     file: str = ""            # Lua: the chunk's path; C: source file
     line: int = 0             # current line (Lua call site / running line),
                               # 0 unknown
@@ -317,8 +310,6 @@ def write_profile(out, stacks, **meta):
 
 # -- Folded stacks -> frames ---------------------------------------------------
 
-# lj_merge's Lua naming: [NAME@]CHUNK:LINE[:CURLINE], CHUNK has no ':' or '@'.
-_LUA = re.compile(r"^(?:([^@;]*)@)?([^@:;]+):(\d+)(?::(\d+|\?))?$")
 _ROOT = re.compile(r"^(.*?)-(\d+)(?:/(\d+))?$")
 
 
@@ -335,13 +326,14 @@ def parse_root(name):
 
 def parse_frame(name, kinds=None):
     """A Frame from one folded frame name (lj_merge's naming, see
-    lj_merge --help, "Frames"); KINDS: {name: kind} from lj_merge --kinds."""
+    lj_merge --help, "Frames"); KINDS: {name: set of kinds} from lj_merge
+    --kinds (folded.load_kinds; of several, the first in the file's order)."""
     base, kind = name, None
     if base.endswith("_[j]"):
         base, kind = base[:-4], "trace"
     elif base.endswith("_[k]"):
         base, kind = base[:-4], "kernel"
-    m = _LUA.match(base)
+    m = LUA_LABEL.match(base)
     if m:
         fn, chunk, start, cur = m.groups()
         label = "%s@%s:%s" % (fn, chunk, start) if fn else "%s:%s" % (chunk, start)
@@ -350,42 +342,20 @@ def parse_frame(name, kinds=None):
                      line=int(cur) if cur and cur != "?" else 0,
                      start_line=int(start), system_name=fn or label)
     if kind is None:
-        kind = (kinds or {}).get(name) or (
+        said = (kinds or {}).get(name)
+        kind = min(said) if said else (
             "unknown" if name in ("[unknown]", "[no call chain]") else "c")
     return Frame(name, kind=kind)
-
-
-def read_kinds(path):
-    """{name: kind} from lj_merge --kinds output (first kind wins)."""
-    kinds = {}
-    try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            for line in f:
-                k, tab, n = line.rstrip("\n").partition("\t")
-                if tab:
-                    kinds.setdefault(n, k)
-    except OSError:
-        pass
-    return kinds
 
 
 def from_folded(lines, profile, weights="count", kinds=None):
     """Adds folded stacks (root;...;leaf WEIGHT lines) to PROFILE. WEIGHTS
     "count": the weight is a number of samples; "ns": nanoseconds (ljperf's
-    profile.folded for cpu-clock), counted as round(ns / period) samples."""
+    profile.folded for cpu-clock), counted as round(ns / period) samples.
+    Lines are read by folded.parse (a decimal weight is rounded)."""
     cache = {}
     per = profile.period_ns
-    for line in lines:
-        stack, sp, w = line.rstrip("\n").rpartition(" ")
-        if not sp or not stack:
-            continue
-        try:
-            w = int(w)
-        except ValueError:
-            continue
-        if w <= 0:
-            continue
-        names = stack.split(";")
+    for names, w in folded.parse(lines):
         frames = []
         for n in names[1:]:
             f = cache.get(n)
@@ -396,69 +366,3 @@ def from_folded(lines, profile, weights="count", kinds=None):
             profile.add(frames, max(1, round(w / per)) if per else w, w, parse_root(names[0]))
         else:
             profile.add(frames, w, None, parse_root(names[0]))
-
-
-def recorded_event(d):
-    """The event DIR/perf.data holds (ljperf.json has the one asked for:
-    perf records cpu-clock when there is no PMU for cycles), or None."""
-    # Only the converter runs perf; lj_merge imports this module for its
-    # writer and starts faster without perf's helpers (shutil, tempfile).
-    import shutil
-    from ljperf.perfcmd import event_name
-    data = os.path.join(d, "perf.data")
-    if not os.path.isfile(data):
-        return None
-    return event_name(shutil.which("perf") or "perf", d, data)
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="pprof.py", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--from-folded", metavar="FILE|DIR", required=True,
-                   help="folded stacks, or an ljperf output directory")
-    p.add_argument("-o", "--output", metavar="OUT", default="-",
-                   help="the gzipped profile (default: stdout, not a terminal)")
-    p.add_argument("--weights", choices=("count", "ns"),
-                   help="what a folded weight is (default: ns for a DIR recorded "
-                        "with cpu-clock/task-clock, else count)")
-    p.add_argument("--period", metavar="NS", type=int,
-                   help="nanoseconds per sample (default: 1e9 / the DIR's frequency, "
-                        "else 1e9 / 999, ljperf's default)")
-    p.add_argument("--duration", metavar="S", type=float, help="recording length")
-    opts = p.parse_args(argv)
-    src, kinds, meta = opts.from_folded, {}, {}
-    if os.path.isdir(src):
-        kinds = read_kinds(os.path.join(src, "profile.kinds"))
-        try:
-            with open(os.path.join(src, "ljperf.json")) as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
-            meta = {}
-        src = os.path.join(src, "profile.folded")
-    event = recorded_event(opts.from_folded) or meta.get("event") or ""
-    weights = opts.weights or ("ns" if event.split(":")[0] in ("cpu-clock", "task-clock")
-                               else "count")
-    period = opts.period or round(1e9 / (meta.get("frequency") or 999))
-    duration = opts.duration if opts.duration is not None else meta.get("duration") or 0
-    try:
-        start = round(datetime.datetime.fromisoformat(meta["recorded"]).timestamp() * 1e9)
-    except (KeyError, TypeError, ValueError):
-        start = 0
-    prof = Profile(period_ns=period, duration_ns=round(duration * 1e9), time_ns=start,
-                   event=event)
-    try:
-        with open(src, encoding="utf-8", errors="surrogateescape") as f:
-            from_folded(f, prof, weights, kinds)
-    except OSError as e:
-        sys.exit("pprof.py: cannot read %s: %s" % (src, e.strerror or e))
-    if opts.output == "-":
-        if sys.stdout.isatty():
-            sys.exit("pprof.py: not writing a binary profile to a terminal: give -o FILE")
-        prof.write(sys.stdout.buffer)
-    else:
-        prof.write(opts.output)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,8 +15,9 @@ import time
 from ljperf import attach
 from ljperf.messages import Fail, one_line, read_text, say
 from ljperf.perfcmd import need_perf, paranoid_error, paranoid_value, record_argv
-from ljperf.postproc import dumps_in, inject, prune_dumps, write_outputs
+from ljperf.finish import dumps_in, inject, prune_dumps, write_outputs
 from ljperf.procs import children_of, proc_alive
+from ljperf.resolve import MAP_DIR, map_path
 
 STOP_GRACE = 10.0            # seconds perf gets to stop after SIGINT
 
@@ -141,21 +142,17 @@ def make_outdir(path):
     return path
 
 
-def perf_map(pid):
-    return "/tmp/perf-%d.map" % pid
-
-
 def move_maps(outdir):
     """The perf maps of the processes that wrote a jitdump into OUTDIR (the
     VM always writes /tmp/perf-PID.map): a copy into OUTDIR, then removed."""
     for p in sorted(dumps_in(outdir)):
-        if os.path.exists(perf_map(p)):
+        if os.path.exists(map_path(MAP_DIR, p)):
             try:
-                shutil.copyfile(perf_map(p), os.path.join(outdir, "perf-%d.map" % p))
-                os.unlink(perf_map(p))
+                shutil.copyfile(map_path(MAP_DIR, p), map_path(outdir, p))
+                os.unlink(map_path(MAP_DIR, p))
             except OSError as e:
                 say("warning: cannot move %s into %s: %s"
-                    % (perf_map(p), outdir, e.strerror or e))
+                    % (map_path(MAP_DIR, p), outdir, e.strerror or e))
 
 
 def new_meta(opts, title, target, event, **more):

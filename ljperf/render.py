@@ -1,5 +1,5 @@
-"""The flame graph page: folded stacks and frame kinds loaded, the
-renderer's tree built, and the page (template and renderer from
+"""The flame graph page: the renderer's tree built from folded stacks and
+frame kinds (ljperf.folded reads them), and the page (template and renderer from
 share/ljperf) written with the data inlined. `ljperf record`/`report` and
 `ljperf diff` draw through it.
 
@@ -14,39 +14,8 @@ import os
 import re
 
 from ljperf.frames import frame_kind
-from ljperf.install import share_dir
+from ljperf.locate import share_dir
 from ljperf.messages import Fail, read_text
-
-
-def load_folded(path):
-    """[(frames list, weight)] of a folded file; malformed lines are skipped."""
-    stacks = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            stack, sp, cnt = line.rpartition(" ")
-            if not sp or not stack:
-                continue
-            try:
-                w = int(cnt)
-            except ValueError:
-                try:
-                    w = float(cnt)
-                except ValueError:
-                    continue
-            if w > 0:
-                stacks.append((stack.split(";"), w))
-    return stacks
-
-
-def load_kinds(path):
-    """{name: set of kinds} from lj_merge --kinds output (empty if missing)."""
-    kinds = {}
-    for line in read_text(path).splitlines():
-        k, tab, name = line.partition("\t")
-        if tab:
-            kinds.setdefault(name, set()).add(k)
-    return kinds
 
 
 # A memory profile's pages (lj_merge --mem): meta "unit" "bytes" and the

@@ -258,8 +258,18 @@ def dump_path(d, pid):
     return os.path.join(d, "jit-%d.dump" % pid)
 
 
+# perf's convention: a process's perf map is /tmp/perf-PID.map (PID as the
+# process itself sees it), wherever its jitdump goes.
+MAP_DIR = "/tmp"
+
+
+def map_name(pid):
+    return "perf-%d.map" % pid
+
+
 def map_path(d, pid):
-    return os.path.join(d, "perf-%d.map" % pid)
+    """PID's perf map in D (MAP_DIR where the VM writes it)."""
+    return os.path.join(d, map_name(pid))
 
 
 class Resolver:

@@ -2,7 +2,7 @@
 
     w.stack(frames, samples, weight, comm, pid, tid)
         FRAMES   root first, each (name, kind, line, where): NAME as folded
-                 output prints it, KIND "root", one of ljframes.KIND_NAMES,
+                 output prints it, KIND "root", one of frames.KINDS,
                  or None ([no call chain]); LINE a Lua frame's current line
                  (int, "?" unknown) when --lines or a writer's LINES asked
                  for it, else None; WHERE (dso, address) of native code,

@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 from bench import icount
 from ljperf import jitdump
-from ljperf.postproc import prune_dumps
+from ljperf.finish import prune_dumps
 
 PER_CHUNK = 100
 

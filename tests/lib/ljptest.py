@@ -69,9 +69,9 @@ class TestFailure(Exception):
 
 
 def folded(path):
-    """{stack: weight} of a folded file (ljperf.render.load_folded, the
+    """{stack: weight} of a folded file (ljperf.folded.load_folded, the
     package's one reader; a stack seen twice is summed)."""
-    from ljperf.render import load_folded
+    from ljperf.folded import load_folded
     out = {}
     for frames, w in load_folded(path):
         s = ";".join(frames)

@@ -254,15 +254,15 @@ def browser(html, text):
 
 
 def pages(tmp, d, d2, alloc, inuse):
-    from ljperf import diff, render
+    from ljperf import diff, folded, render
     os.environ.setdefault("LJPERF_SHARE", os.path.join(
         os.environ.get("LJPERF_BUILD", os.path.join(ROOT, "build")), "share", "ljperf"))
-    kinds = render.load_kinds(os.path.join(d, "mem.kinds"))
+    kinds = folded.load_kinds(os.path.join(d, "mem.kinds"))
     for name, vals in (("alloc", alloc), ("inuse", inuse)):
         html = os.path.join(d, name + ".html")
         meta = {"title": "memtraps " + name, "event": "page-faults", "unit": render.event_unit(
             "page-faults", mem=True), "weightName": render.MEM_NAMES[name]}
-        render.render_html(render.load_folded(os.path.join(d, name + ".folded")), kinds,
+        render.render_html(folded.load_folded(os.path.join(d, name + ".folded")), kinds,
                            meta, html)
         with open(html, encoding="utf-8") as f:
             page = f.read()

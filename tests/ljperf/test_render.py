@@ -10,6 +10,7 @@ import sys
 import tempfile
 
 import ljperf_testlib as t
+from ljperf.folded import load_folded
 
 
 def load_ljperf():
@@ -66,7 +67,7 @@ def test_tree(lj):
                      "malformed line\n"
                      "app;main;zero 0\n")
     try:
-        stacks = lj.load_folded(path)
+        stacks = load_folded(path)
     finally:
         os.unlink(path)
     t.check(len(stacks) == 4, "load_folded skips malformed and zero lines")
@@ -92,7 +93,7 @@ def test_html(lj):
     evil = "</script><script>alert(1)</script>@x.lua:1"
     path = write_tmp("app;main;%s 5\napp;main;<b>&amp\u2028 7\n" % evil)
     try:
-        stacks = lj.load_folded(path)
+        stacks = load_folded(path)
     finally:
         os.unlink(path)
     out = tempfile.mkdtemp(prefix="ljperf-render-")

@@ -1,7 +1,7 @@
 """Units of ljperf's seams (plain unittest; no perf, no build, no browser):
 folded and kinds loading and the renderer's tree (ljperf.render), the
 argument checks of `ljperf record` (ljperf.cli, ljperf.attach), and the perf
-and lj_merge command lines (ljperf.perfcmd, ljperf.postproc).
+and lj_merge command lines (ljperf.perfcmd, ljperf.finish).
 
   test_units.py [-v] [GROUP...]   GROUP: FoldedLoading TreeBuilding
                                   ArgumentChecks PerfCommands
@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import unittest
 
-from ljperf import attach, cli, perfcmd, postproc, render
+from ljperf import attach, cli, finish, folded, perfcmd, render
 from ljperf.messages import Fail
 
 NO_PERF = "/nonexistent/perf"     # perfcmd.no_bpf_event(NO_PERF) is ()
@@ -39,7 +39,7 @@ class FoldedLoading(TmpDir):
         path = self.write("p.folded", "app;main;f@a.lua:1 3\n"
                                       "app;main 2.5\n"
                                       "other;x 4\n")
-        self.assertEqual(render.load_folded(path),
+        self.assertEqual(folded.load_folded(path),
                          [(["app", "main", "f@a.lua:1"], 3), (["app", "main"], 2.5),
                           (["other", "x"], 4)])
 
@@ -51,12 +51,12 @@ class FoldedLoading(TmpDir):
                                       "app;negative -2\n"
                                       "\n"
                                       "app;ok 1\n")
-        self.assertEqual(render.load_folded(path), [(["app", "ok"], 1)])
+        self.assertEqual(folded.load_folded(path), [(["app", "ok"], 1)])
 
     def test_names_with_spaces(self):
         # the weight is after the last space; frame names may hold spaces
         path = self.write("p.folded", "app;operator new(unsigned long);f (inlined) 7\n")
-        self.assertEqual(render.load_folded(path),
+        self.assertEqual(folded.load_folded(path),
                          [(["app", "operator new(unsigned long)", "f (inlined)"], 7)])
 
     def test_kinds(self):
@@ -66,12 +66,12 @@ class FoldedLoading(TmpDir):
                                      "c\tselect\n"
                                      "no tab here\n"
                                      "c\tname with\ttab\n")
-        self.assertEqual(render.load_kinds(path),
+        self.assertEqual(folded.load_kinds(path),
                          {"f@a.lua:1": {"lua"}, "main": {"c"}, "select": {"builtin", "c"},
                           "name with\ttab": {"c"}})
 
     def test_kinds_missing_file(self):
-        self.assertEqual(render.load_kinds(os.path.join(self.dir, "none")), {})
+        self.assertEqual(folded.load_kinds(os.path.join(self.dir, "none")), {})
 
 
 class TreeBuilding(unittest.TestCase):
@@ -213,7 +213,7 @@ class PerfCommands(unittest.TestCase):
     def test_lj_merge_folded(self):
         opts = argparse.Namespace(lines=True, keep_vm=False, per_process=True,
                                   per_thread=False)
-        argv, out = postproc.merge_argv("/o", opts, "folded")
+        argv, out = finish.merge_argv("/o", opts, "folded")
         self.assertEqual(out, "/o/profile.folded")
         self.assertEqual(argv[2:], ["--jit-tag", "--jitdump", "/o",
                                     "--kinds", "/o/profile.kinds",
@@ -223,7 +223,7 @@ class PerfCommands(unittest.TestCase):
     def test_lj_merge_other_format(self):
         opts = argparse.Namespace(lines=False, keep_vm=True, per_process=False,
                                   per_thread=True)
-        argv, out = postproc.merge_argv("/o", opts, "speedscope")
+        argv, out = finish.merge_argv("/o", opts, "speedscope")
         self.assertEqual(out, "/o/profile.speedscope.json")
         self.assertEqual(argv[2:], ["--jit-tag", "--jitdump", "/o", "--format", "speedscope",
                                     "-o", out, "--keep-vm", "--tid"])

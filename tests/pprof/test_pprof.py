@@ -275,8 +275,10 @@ def malformed(s):
                 b"app-7/8;" + b"L" * 100000 + b" 2\n")
     p = convert(odd, s.path("odd.pb.gz"))
     rows = top(p, "-sample_index=samples")
-    t.check(sum(r[0] for r in rows.values()) == 14,
-            "odd folded file opens, 5+3+4+2 = 14 samples kept (%s)"
+    # ljperf.folded reads a decimal weight too (a memory or diff profile's):
+    # 1.5 samples round to 2
+    t.check(sum(r[0] for r in rows.values()) == 16,
+            "odd folded file opens, 5+3+4+2+2 = 16 samples kept (%s)"
             % [n[:40] for n in sorted(rows)])
     prof = pprof.Profile(period_ns=10)
     prof.add([pprof.Frame(b"\xc3\x28bytes"), pprof.Frame("lone \udcff surrogate", kind="lua",

@@ -14,10 +14,11 @@ import subprocess
 from ljperf import inline
 from ljperf import jitdump
 from ljperf import perfscript
-from ljperf.install import lj_merge_argv
+from ljperf.locate import lj_merge_argv
 from ljperf.messages import Fail, one_line, read_text, say
 from ljperf.perfcmd import event_name, perf_argv
-from ljperf.render import MEM_NAMES, event_unit, load_folded, load_kinds, render_html
+from ljperf.folded import load_folded, load_kinds
+from ljperf.render import MEM_NAMES, event_unit, render_html
 
 
 def dumps_in(d):

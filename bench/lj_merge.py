@@ -46,9 +46,14 @@ import resource
 import subprocess
 import sys
 
-os.environ["PYTHONDONTWRITEBYTECODE"] = "1"     # no __pycache__ in the source tree
 import tempfile
 import time
+
+# Compiled bytecode cached outside the source tree (no __pycache__ in it),
+# as an installed lj_merge has it: the runs time lj_merge, not the compiler.
+os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(),
+                                                 "lj_merge_bench.pycache.%d" % os.getuid())
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -143,6 +148,17 @@ def bench(path, args, runs, cmd=None, base=None):
     return lines / cpu
 
 
+def side_by_side(path, args, runs):
+    """stackcollapse, then lj_merge ARGS with each setting, on PATH."""
+    base = bench(path, [], runs, cmd=["perl", STACKCOLLAPSE])
+    bench(path, args, runs, base=base)
+    bench(path, args + ["--lines"], runs, base=base)
+    bench(path, args + ["--lines", "--jit-tag", "--tid"], runs, base=base)
+    # what ljperf record runs: folded output and a pprof profile (with
+    # every Lua frame's line) in one pass
+    bench(path, args + ["--jit-tag", "--pprof", os.devnull], runs, base=base)
+
+
 def bench_perf_script(data, perf_args, runs):
     """Times perf script on DATA; returns the path of its output (in a
     temporary directory the caller removes)."""
@@ -185,7 +201,7 @@ def main():
     if o.perf_data:
         d, out = bench_perf_script(o.perf_data, o.perf_args.split(), o.runs)
         try:
-            bench(out, o.args.split() if o.args else [], o.runs)
+            side_by_side(out, o.args.split() if o.args else [], o.runs)
         finally:
             import shutil
             shutil.rmtree(d, ignore_errors=True)
@@ -193,7 +209,7 @@ def main():
     if o.files:
         args = o.args.split() if o.args else []
         for f in o.files:
-            bench(f, args, o.runs)
+            side_by_side(f, args, o.runs)
         return
     fd, path = tempfile.mkstemp(prefix="lj_merge_bench.", suffix=".txt")
     try:
@@ -201,13 +217,7 @@ def main():
         print("built %s: %d lines from fixtures/" % (path, n))
         args = (o.args.split() if o.args else
                 ["--jitdump", os.path.join(FIX, "fakevm")])
-        base = bench(path, [], o.runs, cmd=["perl", STACKCOLLAPSE])
-        bench(path, args, o.runs, base=base)
-        bench(path, args + ["--lines"], o.runs, base=base)
-        bench(path, args + ["--lines", "--jit-tag", "--tid"], o.runs, base=base)
-        # what ljperf record runs: folded output and a pprof profile (with
-        # every Lua frame's line) in one pass
-        bench(path, args + ["--jit-tag", "--pprof", os.devnull], o.runs, base=base)
+        side_by_side(path, args, o.runs)
     finally:
         os.unlink(path)
 

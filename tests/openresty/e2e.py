@@ -51,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 from examples.openresty import serve
 from tests.lib import ljptest
+from ljperf.folded import load_folded  # the one folded reader
 
 APP = os.path.join(ROOT, "examples", "openresty", "app.lua")
 MIN_SHARE = 0.99
@@ -118,16 +119,6 @@ def chain_ok(frames, entries):
         elif c not in CALLEES.get(p, ()):
             return False
     return True
-
-
-def load_folded(path):
-    out = []
-    with open(path) as f:
-        for line in f:
-            st, _, w = line.rstrip("\n").rpartition(" ")
-            if st:
-                out.append((st.split(";"), int(w)))
-    return out
 
 
 class Check:

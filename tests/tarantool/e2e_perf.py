@@ -186,6 +186,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
+from ljperf import folded  # the one folded and kinds reader
 from ljperf import perfscript  # the one perf script reader
 from tests.lib import ljptest
 
@@ -335,12 +336,9 @@ def parse_folded(text, kinds, names):
     """lj_merge --jit-tag output -> [(frames, weight)], frames[0] = comm."""
     cache = {}
     stacks = []
-    for line in text.splitlines():
-        s, _, n = line.rpartition(' ')
-        if not s or not n.isdigit():
-            continue
+    for names_, n in folded.parse(text.splitlines()):
         frames = []
-        for i, nm in enumerate(s.split(';')):
+        for i, nm in enumerate(names_):
             if i == 0:
                 frames.append(Frame(nm, False, False, None))
                 continue
@@ -354,15 +352,6 @@ def parse_folded(text, kinds, names):
             frames.append(fr)
         stacks.append((frames, int(n)))
     return stacks
-
-
-def read_kinds(path):
-    kinds = collections.defaultdict(set)
-    with open(path, encoding='utf-8', errors='replace') as f:
-        for line in f:
-            k, _, nm = line.rstrip('\n').partition('\t')
-            kinds[nm].add(k)
-    return kinds
 
 
 def chain_ok(lua, expected, names, prefix=False):
@@ -799,7 +788,7 @@ def fold_recording(perf, lj_merge, work, data, names):
     if lm.returncode != 0:
         raise RuntimeError('lj_merge failed (exit %d): %s'
                            % (lm.returncode, lm.stderr.decode('utf-8', 'replace')[-2000:]))
-    res['stacks'] = parse_folded(lm.stdout.decode('utf-8', 'replace'), read_kinds(kinds), names)
+    res['stacks'] = parse_folded(lm.stdout.decode('utf-8', 'replace'), folded.load_kinds(kinds), names)
     if not res['stacks']:
         raise RuntimeError('lj_merge printed no stacks: %s'
                            % lm.stderr.decode('utf-8', 'replace')[-1000:])

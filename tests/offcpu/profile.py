@@ -2,7 +2,7 @@
 """Off-CPU and wall profiles end to end: `ljperf record --off-cpu/--wall` of
 Lua programs under real perf, judged against what the programs know.
 
-usage: profile.py CASE   (shares.jit, shares.joff, preempt, nonroot, cli)
+usage: profile.py CASE   (shares.jit, shares.joff, idle, preempt, nonroot, cli)
 
 shares.MODE  tests/offcpu/waits.lua (JIT on or -joff) times three functions
              itself: ffi_wait (usleep and poll through the FFI), shell_wait
@@ -23,6 +23,12 @@ shares.MODE  tests/offcpu/waits.lua (JIT on or -joff) times three functions
                records (first to last record of its tid, read here from
                perf script);
              - offcpu.html, wall.html, offcpu.pb.gz with the off_cpu type.
+idle         tests/offcpu/pollhost.c, a C host whose own loop waits in poll()
+             with no Lua frame and then calls a Lua handler that blocks in
+             usleep: [idle] holds the poll's time, [blocked] under the
+             handler's frame its own, each within 3 points of the host's
+             timings; offcpu.html leaves [idle] out, `ljperf report --idle`
+             keeps it; `ljperf diff` of two off-CPU profiles.
 preempt      two busy Lua loops pinned to one CPU (taskset): [preempted]
              time under the loop's frame, none [blocked].
 nonroot      as user nobody: with kernel.perf_event_paranoid > 1 ljperf
@@ -141,6 +147,58 @@ def shares_run(mode):
             close("wall under " + name, pct(under(wall, root, name), total), want[name])
 
 
+def page_has(path, name):
+    """Whether the page at PATH draws a frame NAME (its inlined tree)."""
+    with open(path, encoding="utf-8") as f:
+        return ('"n":"%s"' % name) in f.read()
+
+
+def idle():
+    t.need_perf()
+    host = os.path.join(os.path.dirname(t.built("bin", "luajit")), os.pardir, "tests",
+                        "offcpu", "pollhost")
+    if not os.path.exists(host):
+        t.fail("pollhost is not built (%s)" % host)
+    with t.Session() as s:
+        outs = []
+        for n in ("a", "b"):
+            out = s.path(n)
+            args = ["record", "--off-cpu", "-o", out, "--", host, "40",
+                    os.path.join(HERE, "handler.lua")]
+            p = subprocess.run([sys.executable, t.ljperf_bin()] + args, env=s.env(),
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=600)
+            print("$ ljperf %s  -> %d" % (" ".join(args), p.returncode))
+            for line in p.stderr.splitlines():
+                print("  | " + line)
+            s.note_dir_pids(args)
+            t.check(p.returncode == 0, "ljperf record --off-cpu of the C host exits 0")
+            outs.append((out, own_times(p.stdout)))
+        out, own = outs[0]
+        off = t.ljptest.folded(os.path.join(out, "offcpu.folded"))
+        total = own["total"] * 1e9
+        got_idle = sum(w for k, w in off.items() if k.endswith(";[idle]"))
+        got_handler = sum(w for k, w in off.items() if k.endswith(";[blocked]") and
+                          "handle@" in k)
+        for what, got, want in (("[idle]", got_idle, own["idle"]),
+                                ("[blocked] under handle", got_handler, own["handler"])):
+            t.check(abs(100.0 * got / total - 100.0 * want / own["total"]) <= POINTS,
+                    "%s: %.1f%% of the host's time, the host says %.1f%%"
+                    % (what, 100.0 * got / total, 100.0 * want / own["total"]))
+        t.check(all("@" not in k for k in off if k.endswith(";[idle]")),
+                "no [idle] stack has a Lua frame")
+        page = os.path.join(out, "offcpu.html")
+        t.check(not page_has(page, "[idle]") and page_has(page, "[blocked]"),
+                "offcpu.html leaves [idle] out")
+        r = s.ljperf(["report", out, "--idle"])
+        t.check(r.returncode == 0 and page_has(page, "[idle]"),
+                "ljperf report --idle keeps it")
+        r = s.ljperf(["diff", os.path.join(out, "offcpu.folded"),
+                      os.path.join(outs[1][0], "offcpu.folded"), "--format", "folded"])
+        t.check(r.returncode == 0 and "[blocked]" in r.stdout,
+                "ljperf diff of two off-CPU profiles")
+
+
 def preempt():
     t.need_perf()
     luajit = t.built("bin", "luajit")
@@ -195,7 +253,7 @@ def cli():
 
 
 CASES = {"shares.jit": lambda: shares_run("jit"), "shares.joff": lambda: shares_run("joff"),
-         "preempt": preempt, "nonroot": nonroot, "cli": cli}
+         "idle": idle, "preempt": preempt, "nonroot": nonroot, "cli": cli}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:

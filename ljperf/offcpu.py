@@ -85,7 +85,7 @@ class OffCpu:
         self.cpu = {}              # raw stack -> [samples, ns] (wall)
         self.threads = {}          # (pid, tid) -> [off ns, cpu ns]
         self.cpu_events = {}       # CPU event name -> samples
-        self.switches = self.unmatched = self.open = 0
+        self.switches = self.unmatched = self.open = self.unseen = 0
         self.t_first = self.t_last = None
 
     def feed(self, batch):
@@ -147,6 +147,7 @@ class OffCpu:
             return
         o = self.out.pop(ev.tid, None)
         if o is None:
+            self.unseen += 1           # its OUT came before the recording
             return
         t0, label, key = o
         ns = max(0, t - t0)
@@ -177,9 +178,11 @@ class OffCpu:
         tot = self.totals()
         self.open = len(self.out)
         return ("off-CPU: %d switches weighed (%.3f s blocked, %.3f s preempted, %.3f s "
-                "idle), %d switch-outs without a stack, %d threads still off at the end"
+                "idle), %d switch-outs without a stack, %d switch-ins without their "
+                "switch-out (waits begun before the recording: not weighed), %d threads "
+                "still switched out at the end (not weighed)"
                 % (self.switches, tot[BLOCKED] / 1e9, tot[PREEMPTED] / 1e9, tot[IDLE] / 1e9,
-                   self.unmatched, self.open))
+                   self.unmatched, self.unseen, self.open))
 
     def _stacks(self, root_mode, wall):
         """(frames, samples, ns, comm, pid, tid) of every off-CPU stack with

@@ -31,7 +31,7 @@ Invariants:
   threads, not with the input.
 """
 
-from ljperf import pprof, writers
+from ljperf import writers
 from ljperf.frames import K_LUA, K_TRACE
 from ljperf.perfscript import Event, time_span, time_to_ns
 
@@ -224,24 +224,15 @@ class OffCpu:
         return out
 
 
-class OffPprof(writers.Pprof):
+class OffPprof(writers.MemPprof):
     """pprof of time in ns per stack (META "types": WALL_TYPES for the
-    wall profile, else OFF_TYPES), the time type shown first."""
+    wall profile, else OFF_TYPES): switches (samples) and nanoseconds, the
+    time type shown first."""
 
     def __init__(self, meta):
-        super().__init__(meta)
-        self.types = meta.get("types") or OFF_TYPES
+        super().__init__(dict(meta, rate=1))
+        self.TYPES = meta.get("types") or OFF_TYPES
+        self.DEFAULT, self.PERIOD_TYPE = self.TYPES[1][0], self.TYPES[1]
 
     def stack(self, frames, samples, weight, comm, pid, tid):
-        pframes, labels = self._sample(frames, comm, pid, tid)
-        self.stacks.append((pframes, samples, weight, labels))
-
-    def finish(self, out):
-        first, last = self.span or (None, None)
-        prof = pprof.Profile(event=self.event,
-                             duration_ns=int((last - first) * 1e9) if first is not None else 0,
-                             sample_types=self.types, default_type=self.types[1][0],
-                             period_type=self.types[1], period=1)
-        for frames, n, ns, labels in self.stacks:
-            prof.add(frames, n, labels=labels, values=(n, ns))
-        prof.write(out)
+        super().stack(frames, samples, (samples, weight), comm, pid, tid)

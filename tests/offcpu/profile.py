@@ -98,14 +98,7 @@ def shares_run(mode):
         out = s.path("out")
         cmd = [luajit] + (["-joff"] if mode == "joff" else []) + \
             [os.path.join(HERE, "waits.lua"), "30"]
-        args = ["record", "--wall", "--per-thread", "-o", out, "--"] + cmd
-        p = subprocess.run([sys.executable, t.ljperf_bin()] + args, env=s.env(),
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                           timeout=600)
-        print("$ ljperf %s  -> %d" % (" ".join(args), p.returncode))
-        for line in p.stderr.splitlines():
-            print("  | " + line)
-        s.note_dir_pids(args)
+        p = s.ljperf(["record", "--wall", "--per-thread", "-o", out, "--"] + cmd, timeout=600)
         t.check(p.returncode == 0, "ljperf record --wall exits 0")
         own = own_times(p.stdout)
         t.check(set(own) == {"ffi_wait", "shell_wait", "compute", "total"},
@@ -165,15 +158,8 @@ def idle():
         outs = []
         for n in ("a", "b"):
             out = s.path(n)
-            args = ["record", "--off-cpu", "-o", out, "--", host, "40",
-                    os.path.join(HERE, "handler.lua")]
-            p = subprocess.run([sys.executable, t.ljperf_bin()] + args, env=s.env(),
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                               timeout=600)
-            print("$ ljperf %s  -> %d" % (" ".join(args), p.returncode))
-            for line in p.stderr.splitlines():
-                print("  | " + line)
-            s.note_dir_pids(args)
+            p = s.ljperf(["record", "--off-cpu", "-o", out, "--", host, "40",
+                          os.path.join(HERE, "handler.lua")], timeout=600)
             t.check(p.returncode == 0, "ljperf record --off-cpu of the C host exits 0")
             outs.append((out, own_times(p.stdout)))
         out, own = outs[0]

@@ -33,55 +33,23 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from examples.openresty import serve
+import luaapp
 from tests.lib import ljptest
 
 APP = os.path.join(HERE, "blocky.lua")
 MIN_SHARE = 0.95
 SECONDS = 6
 
-CONF = """\
-@USER@
-worker_processes @WORKERS@;
-daemon off;
-master_process on;
-error_log @PREFIX@/logs/error.log warn;
-pid @PREFIX@/logs/nginx.pid;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path @PREFIX@/tmp/body;
-    proxy_temp_path @PREFIX@/tmp/proxy;
-    fastcgi_temp_path @PREFIX@/tmp/fastcgi;
-    uwsgi_temp_path @PREFIX@/tmp/uwsgi;
-    scgi_temp_path @PREFIX@/tmp/scgi;
-    lua_package_path "@APPDIR@/?.lua;;";
-    server {
-        listen 127.0.0.1:@PORT@ reuseport;
+
+class BlockyNginx(luaapp.LuaAppNginx):
+    """serve.Nginx with blocky.lua's three locations instead of the example's."""
+    LOCATIONS = """\
         location = /block { content_by_lua_block { require("blocky").block() } }
         location = /compute { content_by_lua_block { require("blocky").compute() } }
         location = /hash { content_by_lua_block { require("blocky").hash() } }
-    }
-}
 """
-
-
-class BlockyNginx(serve.Nginx):
-    """serve.Nginx with blocky.lua's three locations instead of the example."""
-
-    def render(self):
-        conf = CONF
-        for k, v in (("USER", "user %s;" % self.user if self.user else ""),
-                     ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
-                     ("APPDIR", HERE), ("PORT", str(self.port))):
-            conf = conf.replace("@%s@" % k, v)
-        return conf
-
-    def answers(self):
-        try:
-            return self.get("/hash", key=None)[0] == 200
-        except OSError:
-            return False
+    PROBE = "/hash"
+    APPDIR = HERE
 
 
 def app_lines():

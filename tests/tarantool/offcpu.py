@@ -24,8 +24,6 @@ perf missing or tarantool not starting is a failure.
 import argparse
 import os
 import re
-import subprocess
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 from tests.remote import test_remote as tr
@@ -49,15 +47,8 @@ def run(opts):
     fmain = "fiber_main@%s:%d" % (WORKLOAD, def_line("fiber_main"))
     with t.Session() as s:
         out = s.path("out")
-        args = ["record", "--off-cpu", "--per-thread", "-o", out, "--", opts.tarantool,
-                WORKLOAD, "3"]
-        p = subprocess.run([sys.executable, t.ljperf_bin()] + args,
-                           env=s.env({"TMPDIR": s.dir}), stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=600)
-        print("$ ljperf %s  -> %d" % (" ".join(args), p.returncode))
-        for line in p.stderr.splitlines():
-            print("  | " + line)
-        s.note_dir_pids(args)
+        p = s.ljperf(["record", "--off-cpu", "--per-thread", "-o", out, "--", opts.tarantool,
+                      WORKLOAD, "3"], env=s.env({"TMPDIR": s.dir}), timeout=600)
         t.check(p.returncode == 0, "ljperf record --off-cpu exits 0")
         own = dict((w[0], float(w[1])) for w in (ln.split() for ln in p.stdout.splitlines())
                    if len(w) == 2 and w[0] in ("blocked", "total"))

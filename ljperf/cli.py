@@ -185,7 +185,8 @@ directives: add `env LUAJIT_PERF;`.
 
 Permissions: ljperf samples user space only. Without root (CAP_PERFMON) that
 needs kernel.perf_event_paranoid <= 2 (Debian kernels: 3 forbids all perf
-use), and -p needs the process to run as your user."""
+use), and -p needs the process to run as your user. --off-cpu and --wall
+sample each context switch in the kernel: root or paranoid <= 1."""
 
 
 REPORT_HELP = """\

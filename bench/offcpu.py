@@ -17,6 +17,7 @@ second perf saw (the switch-out records of the run), and perf.data's size.
 """
 
 import argparse
+import glob
 import os
 import shutil
 import subprocess
@@ -99,6 +100,16 @@ def main(argv=None):
                     if k != "no perf":
                         extra[k] = (switch_outs(tmp, data) / el, os.path.getsize(data))
     finally:
+        # the VM writes /tmp/perf-PID.map whatever LUAJIT_PERF_DIR says: the
+        # maps of the runs' processes (each wrote a jitdump here, the forked
+        # child too) go with them
+        for dump in glob.glob(os.path.join(tmp, "jit-*.dump")):
+            pid = os.path.basename(dump)[4:-5]
+            if pid.isdigit() and not os.path.exists("/proc/" + pid):
+                try:
+                    os.unlink("/tmp/perf-%s.map" % pid)
+                except OSError:
+                    pass
         shutil.rmtree(tmp, ignore_errors=True)
     if len(sums) != 1:
         sys.exit("bench.offcpu: the settings printed different checksums: %s" % sums)

@@ -55,10 +55,12 @@ import sys
 from ljperf import diff, record
 from ljperf.attach import attach_pids
 from ljperf.messages import PROG, Fail, say
-from ljperf.perfcmd import check_access, need_perf
+from ljperf.perfcmd import check_access, check_off_cpu, need_perf
 from ljperf.finish import FORMATS
 
 DEFAULT_EVENT = "cycles:u"   # perf falls back to cpu-clock:u without a PMU
+WALL_EVENT = "cpu-clock"     # --wall: a clock, kernel time included
+CLOCKS = ("cpu-clock", "task-clock")
 DEFAULT_HZ = 999
 MEM_RATE_MIN, MEM_RATE_MAX = 64, (1 << 32) - 1   # LJ_PERFMEM_MINRATE, MAXRATE
 
@@ -112,14 +114,21 @@ def record_args(opts):
         raise Fail("--duration: must be > 0 seconds", 2)
     if opts.mem_rate is not None and not opts.mem:
         raise Fail("--mem-rate needs --mem", 2)
+    if opts.wall:
+        opts.off_cpu = True
+        if opts.event and opts.event.split(":")[0].split("/")[0] not in CLOCKS:
+            raise Fail("--wall adds CPU time to off-CPU time: -e must be a clock "
+                       "(cpu-clock, task-clock), not %s" % opts.event, 2)
     return cmd
 
 
 def cmd_record(opts):
     cmd = record_args(opts)
     perf = need_perf()
-    event = opts.event or DEFAULT_EVENT
+    event = opts.event or (WALL_EVENT if opts.wall else DEFAULT_EVENT)
     check_access(perf, event)
+    if opts.off_cpu:
+        check_off_cpu()
     try:
         if not cmd:
             return record.record_attach(opts, perf, event, attach_pids(opts))
@@ -176,7 +185,8 @@ directives: add `env LUAJIT_PERF;`.
 
 Permissions: ljperf samples user space only. Without root (CAP_PERFMON) that
 needs kernel.perf_event_paranoid <= 2 (Debian kernels: 3 forbids all perf
-use), and -p needs the process to run as your user."""
+use), and -p needs the process to run as your user. --off-cpu and --wall
+sample each context switch in the kernel: root or paranoid <= 1."""
 
 
 REPORT_HELP = """\
@@ -211,6 +221,9 @@ def add_render_options(p):
                    help="one tree per process (root frame comm-PID)")
     g.add_argument("--per-thread", action="store_true",
                    help="one tree per thread (root frame comm-PID/TID)")
+    g.add_argument("--idle", action="store_true",
+                   help="off-CPU and wall pages: keep [idle] (an event loop waiting "
+                        "with no Lua frame), left out by default")
     g.add_argument("--format", metavar="FMT[,FMT]", type=formats, default=[],
                    help="also write these (comma list): speedscope "
                         "(DIR/profile.speedscope.json, for speedscope.app)")
@@ -269,6 +282,15 @@ def make_parser():
     r.add_argument("--mem-rate", metavar="BYTES", type=mem_rate,
                    help="with --mem: one allocation sample per BYTES allocated, on "
                         "average (default: 512k; suffixes k, m, g)")
+    r.add_argument("--off-cpu", action="store_true",
+                   help="also record where threads wait: each context switch's stack "
+                        "weighed by the time until the thread ran again, [blocked], "
+                        "[preempted] or [idle]: offcpu.html, offcpu.folded, offcpu.pb.gz "
+                        "(root or perf_event_paranoid <= 1; docs/offcpu.md)")
+    r.add_argument("--wall", action="store_true",
+                   help="--off-cpu, and CPU samples (-e cpu-clock, kernel time too) "
+                        "plus off-CPU time in one profile: wall.html, wall.folded, "
+                        "wall.pb.gz")
     r.add_argument("-e", "--event", metavar="EVENT",
                    help="perf event (default: %s, user space only; perf uses "
                         "cpu-clock:u where there are no hardware counters)" % DEFAULT_EVENT)

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 
 from ljperf import inline
+from ljperf import offcpu_pages
 from ljperf import jitdump
 from ljperf import perfscript
 from ljperf.locate import lj_merge_argv
@@ -118,11 +119,21 @@ def merge_argv(outdir, opts, fmt, switched_at=None, event=None):
     """lj_merge's command line for OPTS, and the file it writes: FMT
     "folded" is DIR/profile.folded with DIR/profile.kinds and
     DIR/profile.pb.gz beside it; "mem" DIR/alloc.folded with inuse.folded,
-    mem.kinds and mem.pb.gz; another lj_merge --format goes into
+    mem.kinds and mem.pb.gz; "offcpu" DIR/offcpu.folded with offcpu.kinds,
+    offcpu.pb.gz, "wall" those and wall.folded, wall.pb.gz; another lj_merge --format goes into
     DIR/FORMATS[FMT]. SWITCHED_AT ({"pid": seconds}, ljperf.json): each
     attached process's samples before its switch keep their host frames
     only (--from). EVENT: the samples to keep (lj_merge --event)."""
-    if fmt == "mem":
+    if fmt in ("offcpu", "wall"):
+        out = os.path.join(outdir, "offcpu.folded")
+        argv = lj_merge_argv() + ["--off-cpu", "--jit-tag", "--jitdump", outdir,
+                                  "--kinds", os.path.join(outdir, "offcpu.kinds"),
+                                  "--pprof", os.path.join(outdir, "offcpu.pb.gz"),
+                                  "-o", out]
+        if fmt == "wall":
+            argv += ["--wall", os.path.join(outdir, "wall.folded"),
+                     "--wall-pprof", os.path.join(outdir, "wall.pb.gz")]
+    elif fmt == "mem":
         out = os.path.join(outdir, "alloc.folded")
         argv = lj_merge_argv() + ["--mem", "--jit-tag", "--jitdump", outdir,
                                   "--kinds", os.path.join(outdir, "mem.kinds"),
@@ -159,13 +170,15 @@ def fold(perf, outdir, data, opts, fmt="folded", switched_at=None, event=None):
         fields += ",uregs"        # R13: the interpreted leaf's line (--lines, profile.pb.gz);
                                   # the allocation samples' registers (mem)
     merge, folded = merge_argv(outdir, opts, fmt, switched_at, event)
-    log_sfx = "" if fmt == "folded" else "-" + fmt
+    log_sfx = "" if fmt == "folded" else "-offcpu" if fmt == "wall" else "-" + fmt
+    # the switch records, and their times in ns (a switch can last a few us)
+    more = ("--ns", "--show-switch-events") if fmt in ("offcpu", "wall") else ()
     slog = os.path.join(outdir, "perf-script%s.log" % log_sfx)
     with open(slog, "w") as slogf:
         # --show-task-events: a forked child without a jitdump of its own is
         # named from its parent's
         script = subprocess.Popen(perf_argv(perf, outdir, "script", "-i", data, "-F", fields,
-                                            "--show-task-events"),
+                                            "--show-task-events", *more),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=slogf)
         try:
@@ -185,7 +198,8 @@ def fold(perf, outdir, data, opts, fmt="folded", switched_at=None, event=None):
         raise Fail("perf script failed: %s" % one_line(read_text(slog)))
     if m.returncode != 0:
         raise Fail("lj_merge failed: %s" % one_line(merr))
-    return folded, os.path.join(outdir, "mem.kinds" if fmt == "mem" else "profile.kinds")
+    kinds = {"mem": "mem.kinds", "offcpu": "offcpu.kinds", "wall": "offcpu.kinds"}
+    return folded, os.path.join(outdir, kinds.get(fmt, "profile.kinds"))
 
 
 def write_profile(perf, outdir, data, opts, meta):
@@ -194,8 +208,9 @@ def write_profile(perf, outdir, data, opts, meta):
     flamegraph.html. Returns (folded, page, total weight, event)."""
     cut = meta.get("switched_at")
     event = event_name(perf, outdir, data) or meta.get("event")
-    # With --mem the page faults may outnumber the CPU samples: name the event
-    only = event if "mem_rate" in meta else None
+    # With --mem (--off-cpu) the page faults (context switches) may outnumber
+    # the CPU samples: name the event
+    only = event if "mem_rate" in meta or meta.get("off_cpu") else None
     folded, kinds_path = fold(perf, outdir, data, opts, switched_at=cut, event=only)
     stacks = load_folded(folded)
     if not stacks:
@@ -226,18 +241,26 @@ def write_outputs(perf, outdir, data, opts, meta):
     cannot be drawn (no renderer) loses no folded output. Returns the
     function that says where everything is (after the program's status)."""
     mem = "mem_rate" in meta
+    off = meta.get("off_cpu", False)
     if mem:
         fold(perf, outdir, data, opts, "mem", meta.get("switched_at"))
+    if off:
+        fold(perf, outdir, data, opts, "wall" if meta.get("wall") else "offcpu",
+             meta.get("switched_at"))
     try:
         folded, html_out, total, event = write_profile(perf, outdir, data, opts, meta)
         pages = write_mem_pages(outdir, meta) if mem else None
+        off_pages = offcpu_pages.write(outdir, meta, opts) if off else None
     except Fail as e:
-        raise Fail("%s%s" % (e, "; alloc.folded and inuse.folded too" if mem else ""), e.code)
+        raise Fail("%s%s" % (e, "; alloc.folded and inuse.folded too" if mem else
+                             "; offcpu.folded too" if off else ""), e.code)
 
     def say_result():
         print_result(outdir, folded, html_out, total, event, data)
         if pages is not None:
             print_mem_result(outdir, pages)
+        if off_pages is not None:
+            offcpu_pages.say_result(outdir, off_pages)
     return say_result
 
 

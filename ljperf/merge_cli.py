@@ -95,6 +95,16 @@ Memory profiles (--mem)
   scaled as Go does (1 / (1 - exp(-size/RATE)) allocations per sample); the
   output is allocated space, --inuse FILE the space not freed by the end.
 
+Off-CPU and wall profiles (--off-cpu, --wall FILE)
+---------------------------------------------------
+  perf record -e context-switches/period=1/ --switch-events -g --call-graph fp ...
+  perf script --ns --show-switch-events ... | lj_merge --off-cpu
+  Each context-switch sample's stack weighs the nanoseconds until its thread
+  was switched in again, under a leaf [preempted] (switched out runnable),
+  [idle] (an event loop's epoll_wait/poll/select with no Lua frame) or
+  [blocked]. --wall FILE also writes the CPU samples (their period in ns)
+  and the off-CPU time as one profile: a thread's wall time.
+
 Robustness: malformed or truncated lines are skipped and counted (one
 summary line on stderr); a sample lj_merge cannot make sense of is dropped
 and counted, never the run. What the input lacks (-F fields) and what that
@@ -112,6 +122,7 @@ import sys
 from ljperf import writers
 from ljperf.memory import Memory
 from ljperf.merger import Merger
+from ljperf.offcpu import EVENT, OffCpu
 from ljperf.perfscript import Reader
 from ljperf.resolve import Resolver, one_line
 
@@ -160,7 +171,8 @@ def merge(f, opts, warn):
     res = Resolver(opts.jitdump, warn)
     merger = Merger(opts, res, wants_lines(opts))
     merger.mem = Memory(merger, opts) if opts.mem else None
-    feed = merger.mem.feed if opts.mem else merger.feed
+    merger.off = OffCpu(merger, bool(opts.wall)) if opts.off_cpu else None
+    feed = merger.mem.feed if opts.mem else merger.off.feed if opts.off_cpu else merger.feed
     rd = Reader(f)
     for batch in rd.batches():
         feed(batch)
@@ -175,14 +187,22 @@ def merge(f, opts, warn):
 
 def write(merger, opts, meta, out):
     """Feeds every stack to the writers of OPTS; returns the --kinds and
-    --pprof writers (or None) for the caller to finish, and with --mem
-    the --inuse one."""
+    --pprof writers (or None) for the caller to finish, and lists of
+    (writer, path) of further text and binary outputs: --mem's --inuse,
+    --off-cpu's --wall and --wall-pprof."""
     root_mode = 2 if opts.tid else (1 if opts.pid else 0)
     if merger.mem is not None:
         ws = merger.mem.write(merger, root_mode, dict(meta, kinds=opts.kinds, pprof=opts.pprof),
                               opts.format, opts.inuse)
         ws["main"].finish(out)
-        return ws.get("kinds"), ws.get("pprof"), ws.get("inuse")
+        return ws.get("kinds"), ws.get("pprof"), [(ws.get("inuse"), opts.inuse)], []
+    if merger.off is not None:
+        ws = merger.off.write(root_mode, dict(meta, kinds=opts.kinds, pprof=opts.pprof,
+                                              wall_pprof=opts.wall_pprof),
+                              opts.format, opts.wall)
+        ws["main"].finish(out)
+        return ws.get("kinds"), ws.get("pprof"), [(ws.get("wall"), opts.wall)], \
+            [(ws.get("wall_pprof"), opts.wall_pprof)]
     main_w = writers.WRITERS[opts.format](meta)
     ws = [main_w]
     kinds_w = writers.Kinds(meta) if opts.kinds else None
@@ -195,7 +215,7 @@ def write(merger, opts, meta, out):
         for w in ws:
             w.stack(*st)
     main_w.finish(out)
-    return kinds_w, pprof_w, None
+    return kinds_w, pprof_w, [], []
 
 
 class _Parser(argparse.ArgumentParser):
@@ -264,6 +284,19 @@ def make_parser():
     p.add_argument("--inuse", metavar="FILE",
                    help="with --mem: also write the space still in use at the end of "
                         "the input (sampled allocations not freed) as folded stacks")
+    p.add_argument("--off-cpu", action="store_true",
+                   help="off-CPU profile from context-switch samples and switch records "
+                        "(record -e %s --switch-events; perf script --ns "
+                        "--show-switch-events): each switched-out stack weighs the ns "
+                        "until its thread ran again, under a leaf [blocked], [preempted] "
+                        "or [idle]; --pprof and --format pprof: sample type off_cpu"
+                        % EVENT.replace("%", "%%"))
+    p.add_argument("--wall", metavar="FILE",
+                   help="with --off-cpu: also write the wall profile as folded stacks, "
+                        "the CPU samples of the other event (a clock: period in ns) "
+                        "and the off-CPU stacks together")
+    p.add_argument("--wall-pprof", metavar="FILE",
+                   help="with --wall: also write it as pprof (sample type wall)")
     p.add_argument("--from", metavar="PID:SECONDS", dest="cut", action="append",
                    type=cut_arg, default=[],
                    help="PID's samples taken before SECONDS (perf's clock, as perf "
@@ -299,13 +332,15 @@ def open_input(path):
 
 
 def write_outputs(merger, opts, event):
-    """The main output, --kinds, --pprof and --inuse; an error message or
-    None."""
+    """The main output, --kinds, --pprof, --inuse, --wall and
+    --wall-pprof; an error message or None."""
     meta = {"event": event, "span": merger.span(),
             "name": os.path.basename(opts.input) if opts.input != "-" else "perf script"}
     mem = merger.mem
     if mem is not None:
         meta.update(event=mem.event_name(), span=mem.span(), unit="bytes", rate=mem.rate())
+    if merger.off is not None:
+        meta.update(event="off-cpu", span=merger.off.span(), unit="nanoseconds")
     binary = getattr(writers.WRITERS[opts.format], "BINARY", False)
     if binary and not opts.output and sys.stdout.isatty():
         return "%s output is binary: give -o FILE or redirect stdout" % opts.format
@@ -316,7 +351,7 @@ def write_outputs(merger, opts, event):
         else:
             out = (open(opts.output, "w", encoding="utf-8", errors="replace")
                    if opts.output else sys.stdout)
-        kinds, prof, inuse = write(merger, opts, meta, out)
+        kinds, prof, texts, bins = write(merger, opts, meta, out)
         out.flush()
     except OSError as e:
         if isinstance(e, BrokenPipeError) or e.errno == errno.EPIPE:
@@ -325,19 +360,20 @@ def write_outputs(merger, opts, event):
     finally:
         if out is not None and out not in (sys.stdout, sys.stdout.buffer):
             out.close()
-    for w, path in ((kinds, opts.kinds), (inuse, opts.inuse)):
+    for w, path in [(kinds, opts.kinds)] + texts:
         if w is not None:
             try:
                 with open(path, "w", encoding="utf-8", errors="replace") as kf:
                     w.finish(kf)
             except OSError as e:
                 return "cannot write %s: %s" % (path, e.strerror or e)
-    if prof is not None:
-        try:
-            with open(opts.pprof, "wb") as pf:
-                prof.finish(pf)
-        except OSError as e:
-            return "cannot write %s: %s" % (opts.pprof, e.strerror or e)
+    for w, path in [(prof, opts.pprof)] + bins:
+        if w is not None:
+            try:
+                with open(path, "wb") as pf:
+                    w.finish(pf)
+            except OSError as e:
+                return "cannot write %s: %s" % (path, e.strerror or e)
     return None
 
 
@@ -358,8 +394,14 @@ def summary(merger, st, res, opts, warn):
             % (PROG, merger.other_events, merger.ev_filter))
     if merger.mem is not None:
         say("%s: %s\n" % (PROG, merger.mem.summary()))
+    if merger.off is not None:
+        say("%s: %s\n" % (PROG, merger.off.summary()))
     if st.samples == 0:
         warn("no samples in input" if st.lines else "empty input")
+    elif merger.off is not None and not merger.off.switches:
+        warn("no context switch weighed: record with -e %s --switch-events and "
+             "perf script --show-switch-events (context-switch samples are kernel "
+             "samples: root, or kernel.perf_event_paranoid <= 1)" % EVENT)
     elif merger.mem is not None and not merger.mem.trap_events:
         warn("no memory trap samples (page faults with the LJMEM tag in CX): record "
              "with -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8 and "
@@ -378,6 +420,12 @@ def main(argv=None):
     opts = p.parse_args(argv)
     if opts.inuse and not opts.mem:
         p.error("--inuse needs --mem")
+    if opts.off_cpu and opts.mem:
+        p.error("--off-cpu and --mem are separate passes")
+    if opts.wall and not opts.off_cpu:
+        p.error("--wall needs --off-cpu")
+    if opts.wall_pprof and not opts.wall:
+        p.error("--wall-pprof needs --wall")
     if opts.jitdump and not os.path.exists(opts.jitdump):
         p.error("--jitdump: no such file or directory: %s" % opts.jitdump)
     warned = set()

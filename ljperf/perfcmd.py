@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
-from ljperf import vmregs
+from ljperf import offcpu, vmregs
 from ljperf.messages import Fail, read_text
 
 PARANOID_FILE = "/proc/sys/kernel/perf_event_paranoid"
@@ -46,11 +46,12 @@ def no_bpf_event(perf):
     return ("--no-bpf-event",) if "--no-bpf-event" in r.stdout + r.stderr else ()
 
 
-def record_argv(perf, outdir, data, event, freq, mem=False):
+def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False):
     """perf record of EVENT at FREQ Hz into DATA, as ljperf records, and
-    with MEM the allocation samples too: the target (-- CMD, or -p PIDS)
-    follows."""
-    events = ["-e", event] + (["-e", vmregs.EVENT] if mem else [])
+    with MEM the allocation samples too, with OFF_CPU the context switches
+    and the switch records: the target (-- CMD, or -p PIDS) follows."""
+    events = ["-e", event] + (["-e", vmregs.EVENT] if mem else []) + \
+        (["-e", offcpu.EVENT, "--switch-events"] if off_cpu else [])
     regs = vmregs.PC_USER_REGS + ("," + vmregs.USER_REGS if mem else "")
     return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
             events + ["-k", "mono", "-g", "--call-graph", "fp",
@@ -113,6 +114,21 @@ def paranoid_error(value):
                 "user-space call graphs of your own processes is allowed up to 2, and "
                 "Debian kernels refuse all perf use at 3 to users without CAP_PERFMON "
                 "(fix: sudo sysctl kernel.perf_event_paranoid=2, or run as root)" % value)
+
+
+def check_off_cpu():
+    """--off-cpu: a context switch is sampled in the kernel (schedule()),
+    so its samples need kernel sampling: root (CAP_PERFMON) or
+    perf_event_paranoid <= 1 (at 2 perf records the switch records but
+    silently no switch sample)."""
+    if privileged():
+        return
+    value = paranoid_value()
+    if value is None or value > 1:
+        raise Fail("--off-cpu needs kernel samples (a context switch is sampled in "
+                   "the kernel's schedule()): run as root (or with CAP_PERFMON), or "
+                   "sudo sysctl kernel.perf_event_paranoid=1 (it is %s)"
+                   % ("unreadable" if value is None else value))
 
 
 def check_access(perf, event):

@@ -21,7 +21,9 @@ recording):
                   line: a new header always starts a new sample.
   side-band       `[comm] [pid/tid] [time:] PERF_RECORD_FORK(p:t):(pp:pt)`,
                   `..._EXIT(...)`, `..._COMM exec: comm:pid/tid`, `..._MMAP2
-                  ...: r-xp PATH` (--show-task-events, --show-mmap-events)
+                  ...: r-xp PATH` (--show-task-events, --show-mmap-events),
+                  `comm pid/tid time: PERF_RECORD_SWITCH OUT preempt`, `... IN`
+                  (--show-switch-events; _SWITCH_CPU_WIDE likewise)
 
 Reader(f) yields Sample and Event tuples in input order. A line that fits
 nowhere is counted in Reader.stats.malformed, never raised. Speed: text is
@@ -46,8 +48,10 @@ MAX_CARRY = 1 << 20      # a chunk still open at a batch end, longer: cut by lin
 Sample = collections.namedtuple(
     "Sample", "comm pid tid time period event chain regs inline")
 # One side-band record. kind: "fork", "exit", "exec" (PERF_RECORD_COMM
-# exec) or "mmap"; pid/tid: the task it is about (the child of a fork);
-# ppid/ptid: the parent of a fork; path: the file of an mmap.
+# exec), "mmap", or a scheduler switch of the task pid/tid: "switch-in",
+# "switch-out" (it blocked) or "switch-preempt" (switched out runnable);
+# pid/tid: the task it is about (the child of a fork); ppid/ptid: the
+# parent of a fork; path: the file of an mmap.
 Event = collections.namedtuple("Event", "kind time pid tid ppid ptid path")
 
 _new = tuple.__new__
@@ -414,6 +418,14 @@ def parse_event(line):
             path = rest[j + 3:].strip().partition(" ")[2]
             if path:
                 return _new(Event, ("mmap", t, None, None, None, None, path))
+    elif rest.startswith("SWITCH"):
+        # "SWITCH OUT preempt", "SWITCH IN", "SWITCH_CPU_WIDE OUT  next pid/tid: ..."
+        w = rest.split(None, 3)
+        pt = next((parse_pidtid(x) for x in toks if "/" in x), None)
+        if len(w) >= 2 and w[1] in ("IN", "OUT") and pt is not None:
+            kind = "switch-in" if w[1] == "IN" else \
+                "switch-preempt" if len(w) > 2 and w[2] == "preempt" else "switch-out"
+            return _new(Event, (kind, t, pt[0], pt[1], None, None, None))
     return None
 
 

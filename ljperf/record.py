@@ -220,6 +220,14 @@ def mem_meta(opts):
     return {"mem_rate": opts.mem_rate or MEM_RATE} if getattr(opts, "mem", False) else {}
 
 
+def off_meta(opts):
+    """{"off_cpu": true, "wall": bool} for an --off-cpu or --wall
+    recording (ljperf.json), else {}."""
+    if not getattr(opts, "off_cpu", False):
+        return {}
+    return {"off_cpu": True, "wall": bool(opts.wall)}
+
+
 def record_launch(opts, perf, event, cmd):
     """Runs CMD under perf record with LUAJIT_PERF=1 (with --mem: all parts
     and mem) and LUAJIT_PERF_DIR=DIR: its jitdump and perf map land in
@@ -229,7 +237,7 @@ def record_launch(opts, perf, event, cmd):
     # perf's messages go to perf-record.log, the program's stderr to ours:
     # the program is started through `sh -c 'exec "$@" 2>&N'` (same pid).
     errfd = spare_fd()
-    argv = record_argv(perf, outdir, data, event, opts.freq, opts.mem) + [
+    argv = record_argv(perf, outdir, data, event, opts.freq, opts.mem, opts.off_cpu) + [
         "--", "/bin/sh", "-c", 'exec "$@" 2>&%d %d>&-' % (errfd, errfd), "sh"] + cmd
     env = dict(os.environ)
     env["LUAJIT_PERF"] = "map,jitdump,frames,mem" if opts.mem else "1"
@@ -237,7 +245,7 @@ def record_launch(opts, perf, event, cmd):
     if opts.mem:
         env["LUAJIT_PERF_MEMRATE"] = str(opts.mem_rate or MEM_RATE)
     meta = new_meta(opts, " ".join(cmd), "command", event, command=cmd, pid=None,
-                    **mem_meta(opts))
+                    **mem_meta(opts), **off_meta(opts))
     log = os.path.join(outdir, "perf-record.log")
     rec = Recording(argv, env, log, opts.duration, errfd)
     try:
@@ -283,10 +291,10 @@ def record_switched(opts, perf, event, targets, sw, never):
     pids = [t.pid for t in targets]
     title = ("nginx %d" % opts.nginx if opts.nginx is not None else
              "pid " + ",".join(map(str, pids)))
-    argv = record_argv(perf, outdir, data, event, opts.freq, opts.mem) + [
+    argv = record_argv(perf, outdir, data, event, opts.freq, opts.mem, opts.off_cpu) + [
         "-p", ",".join(map(str, pids))]
     meta = new_meta(opts, title, "pid", event, command=[], pid=pids[0], attached=pids,
-                    **mem_meta(opts))
+                    **mem_meta(opts), **off_meta(opts))
     log = os.path.join(outdir, "perf-record.log")
     rec = Recording(argv, dict(os.environ), log, opts.duration)
     timer = threading.Timer(attach.NOT_YET, attach.note_not_yet, (targets, sw))

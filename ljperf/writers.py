@@ -164,7 +164,9 @@ class MemPprof(Pprof):
     """The memory profile (lj_merge --mem, ljperf/memory.py): WEIGHT is the
     vector (alloc_objects, alloc_space, inuse_objects, inuse_space),
     already scaled; the period is the sampling gap in bytes (META "rate"),
-    inuse_space the type pprof shows first."""
+    inuse_space the type pprof shows first. A subclass weighing something
+    else sets TYPES, DEFAULT and PERIOD_TYPE (offcpu.OffPprof)."""
+    TYPES, DEFAULT, PERIOD_TYPE = pprof.MEM_TYPES, "inuse_space", ("space", "bytes")
 
     def __init__(self, meta):
         super().__init__(meta)
@@ -178,8 +180,8 @@ class MemPprof(Pprof):
         first, last = self.span or (None, None)
         prof = pprof.Profile(event=self.event,
                              duration_ns=int((last - first) * 1e9) if first is not None else 0,
-                             sample_types=pprof.MEM_TYPES, default_type="inuse_space",
-                             period_type=("space", "bytes"), period=self.rate)
+                             sample_types=self.TYPES, default_type=self.DEFAULT,
+                             period_type=self.PERIOD_TYPE, period=self.rate)
         for frames, n, values, labels in self.stacks:
             prof.add(frames, n, labels=labels, values=values)
         prof.write(out)

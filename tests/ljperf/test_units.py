@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import unittest
 
-from ljperf import attach, cli, finish, folded, perfcmd, render
+from ljperf import attach, cli, finish, folded, merge_cli, perfcmd, perfscript, render
 from ljperf.messages import Fail
 
 NO_PERF = "/nonexistent/perf"     # perfcmd.no_bpf_event(NO_PERF) is ()
@@ -227,6 +227,67 @@ class PerfCommands(unittest.TestCase):
         self.assertEqual(out, "/o/profile.speedscope.json")
         self.assertEqual(argv[2:], ["--jit-tag", "--jitdump", "/o", "--format", "speedscope",
                                     "-o", out, "--keep-vm", "--tid"])
+
+
+# perf script --ns --show-switch-events text (hand-written, in the shape of
+# perf 6.1's): a blocked, a preempted and an idle switch of tid 100, CPU
+# samples, an IN without its OUT (a wait begun before recording) and a
+# thread still switched out at the end.
+SWITCHES = """\
+prog   100/100   10.000000100:          1 context-switches/period=1/: \n\
+\tffffffff821fb643 schedule+0x23 ([kernel.kallsyms])
+\t           cf503 clock_nanosleep@GLIBC_2.2.5+0x23 (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t            88a3 main+0x53 (/bin/prog)
+
+prog   100/100   10.000000200: PERF_RECORD_SWITCH OUT        \n\
+prog   101/101   10.100000000: PERF_RECORD_SWITCH IN         \n\
+prog   100/100   10.500000200: PERF_RECORD_SWITCH IN         \n\
+prog   100/100   10.600000000:    1000000 cpu-clock: \n\
+\t            88a3 main+0x53 (/bin/prog)
+
+prog   100/100   11.000000000:          1 context-switches/period=1/: \n\
+\tffffffff821fb643 schedule+0x23 ([kernel.kallsyms])
+\tffffffff81000e06 asm_sysvec_apic_timer_interrupt+0x16 ([kernel.kallsyms])
+\t            88a3 main+0x53 (/bin/prog)
+
+prog   100/100   11.000000000: PERF_RECORD_SWITCH OUT preempt
+prog   100/100   11.250000000: PERF_RECORD_SWITCH IN         \n\
+prog   100/100   12.000000000:          1 context-switches/period=1/: \n\
+\tffffffff821fb643 schedule+0x23 ([kernel.kallsyms])
+\t           12345 epoll_wait+0x10 (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t            88a3 main+0x53 (/bin/prog)
+
+prog   100/100   12.000000000: PERF_RECORD_SWITCH OUT        \n\
+prog   100/100   13.000000000: PERF_RECORD_SWITCH IN         \n\
+prog   102/102   13.100000000:          1 context-switches/period=1/: \n\
+\t            88a3 main+0x53 (/bin/prog)
+
+prog   102/102   13.100000100: PERF_RECORD_SWITCH OUT        \n\
+"""
+
+
+class OffCpuWeighing(TmpDir):
+    def test_switch_records(self):
+        ev = perfscript.parse_event
+        self.assertEqual(ev("prog 100/101 10.000000200: PERF_RECORD_SWITCH OUT preempt")[:4],
+                         ("switch-preempt", "10.000000200", 100, 101))
+        self.assertEqual(ev("prog 100/101 1.5: PERF_RECORD_SWITCH IN   ")[0], "switch-in")
+        self.assertEqual(ev("prog 100/101 1.5: PERF_RECORD_SWITCH_CPU_WIDE OUT  "
+                            "next pid/tid:     7/7    ")[:4],
+                         ("switch-out", "1.5", 100, 101))
+
+    def test_weights(self):
+        src = self.write("in.txt", SWITCHES)
+        out, wall = os.path.join(self.dir, "off.folded"), os.path.join(self.dir, "w.folded")
+        self.assertEqual(merge_cli.main([src, "--off-cpu", "--wall", wall, "-o", out]), 0)
+        with open(out) as f:
+            got = f.read()
+        self.assertEqual(got, "".join(sorted((
+            "prog;main;clock_nanosleep@GLIBC_2.2.5;schedule;[blocked] 500000000\n",
+            "prog;main;asm_sysvec_apic_timer_interrupt;schedule;[preempted] 250000000\n",
+            "prog;main;epoll_wait;schedule;[idle] 1000000000\n"))))
+        with open(wall) as f:
+            self.assertEqual(f.read(), got.replace("prog;main;asm", "prog;main 1000000\nprog;main;asm"))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from examples.openresty import serve
+import luaapp
 from tests.lib import ljptest
 import remote  # is_off, is_on, wrk_result, pid_files
 
@@ -63,48 +63,16 @@ GC_LEAD = 3         # /gc this many seconds before the recording ends
 OUTPUTS = ("alloc.folded", "inuse.folded", "mem.kinds", "mem.pb.gz", "alloc.html",
            "inuse.html")
 
-CONF = """\
-@USER@
-worker_processes @WORKERS@;
-daemon off;
-master_process on;
-error_log @PREFIX@/logs/error.log warn;
-pid @PREFIX@/logs/nginx.pid;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_temp_path @PREFIX@/tmp/body;
-    proxy_temp_path @PREFIX@/tmp/proxy;
-    fastcgi_temp_path @PREFIX@/tmp/fastcgi;
-    uwsgi_temp_path @PREFIX@/tmp/uwsgi;
-    scgi_temp_path @PREFIX@/tmp/scgi;
-    lua_package_path "@APPDIR@/?.lua;;";
-    server {
-        listen 127.0.0.1:@PORT@ reuseport;
+
+class LeakyNginx(luaapp.LuaAppNginx):
+    """serve.Nginx with leaky.lua's two locations instead of the example's."""
+    LOCATIONS = """\
         location = /leak { content_by_lua_block { require("leaky").handle() } }
         location = /churn { content_by_lua_block { require("leaky").churn() } }
         location = /gc { content_by_lua_block { require("leaky").gc() } }
-    }
-}
 """
-
-
-class LeakyNginx(serve.Nginx):
-    """serve.Nginx with leaky.lua's two locations instead of the example."""
-
-    def render(self):
-        conf = CONF
-        for k, v in (("USER", "user %s;" % self.user if self.user else ""),
-                     ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
-                     ("APPDIR", HERE), ("PORT", str(self.port))):
-            conf = conf.replace("@%s@" % k, v)
-        return conf
-
-    def answers(self):
-        try:
-            return self.get("/churn", key=None)[0] == 200
-        except OSError:
-            return False
+    PROBE = "/churn"
+    APPDIR = HERE
 
 
 def app_lines():

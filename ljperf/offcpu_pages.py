@@ -1,0 +1,80 @@
+"""The pages of an off-CPU recording (ljperf record --off-cpu, --wall):
+offcpu.html from offcpu.folded, wall.html from wall.folded (lj_merge
+--off-cpu, ljperf/offcpu.py), and what ljperf says of them.
+
+Invariant: the folded files keep every stack, [idle] ones included; only
+the pages leave the stacks whose leaf is [idle] out, unless --idle."""
+
+import os
+
+from ljperf.messages import Fail, say
+from ljperf.offcpu import BLOCKED, IDLE, PREEMPTED
+from ljperf.folded import load_folded, load_kinds
+from ljperf.render import render_html
+
+# folded file, page, what it weighs
+PAGES = (("offcpu.folded", "offcpu.html", "off-CPU time"),
+         ("wall.folded", "wall.html", "wall time"))
+
+
+def shown(stacks, idle):
+    """STACKS without those ending in [idle], unless IDLE."""
+    return stacks if idle else [(f, w) for f, w in stacks if f[-1] != IDLE]
+
+
+def by_label(stacks):
+    """{[blocked]/[preempted]/[idle]: ns} of STACKS (off-CPU ones end in one)."""
+    out = dict.fromkeys((BLOCKED, PREEMPTED, IDLE), 0)
+    for frames, w in stacks:
+        if frames[-1] in out:
+            out[frames[-1]] += w
+    return out
+
+
+def write(outdir, meta, opts):
+    """The pages of OUTDIR's offcpu.folded (and wall.folded, for a --wall
+    recording). Returns {folded name: (page or None, {label: ns}, ns shown)}."""
+    kinds = load_kinds(os.path.join(outdir, "offcpu.kinds"))
+    idle = getattr(opts, "idle", False)
+    out = {}
+    for name, page, what in PAGES:
+        path = os.path.join(outdir, name)
+        if name == "wall.folded" and not meta.get("wall"):
+            continue
+        stacks = load_folded(path) if os.path.exists(path) else []
+        keep = shown(stacks, idle)
+        total = sum(w for _, w in keep)
+        out[name] = (None, by_label(stacks), total)
+        if not keep:
+            continue
+        m = {"title": "%s (%s%s)" % (meta.get("title") or "", what,
+                                     "" if idle else ", [idle] left out"),
+             "event": "context switches" + (" + " + meta["event"] if name == "wall.folded"
+                                            else ""),
+             "unit": "ns", "frequency": None, "recorded": meta.get("recorded"),
+             "duration": meta.get("duration"), "target": meta.get("target")}
+        try:
+            render_html(keep, kinds, m, os.path.join(outdir, page))
+        except Fail as e:
+            raise Fail("%s (%s is written: %s)" % (e, name, path), e.code)
+        out[name] = (os.path.join(outdir, page), by_label(stacks), total)
+    if not any(v for v in out["offcpu.folded"][1].values()):
+        say("warning: --off-cpu: no context switch was weighed (no sample of the "
+            "context-switches event: see lj_merge-offcpu.log)")
+    return out
+
+
+def say_result(outdir, pages):
+    page, labels, _ = pages["offcpu.folded"]
+    say("off-CPU: %.3f s blocked, %.3f s preempted, %.3f s idle%s"
+        % (labels[BLOCKED] / 1e9, labels[PREEMPTED] / 1e9, labels[IDLE] / 1e9,
+           "" if page is None else " (the page leaves [idle] out unless --idle)"))
+    if page:
+        say("  off-CPU        %s" % page)
+    say("  pprof          %s" % os.path.join(outdir, "offcpu.pb.gz"))
+    if "wall.folded" in pages:
+        wpage, _, total = pages["wall.folded"]
+        say("wall: %.3f s on the page (all threads)" % (total / 1e9))
+        if wpage:
+            say("  wall           %s" % wpage)
+        say("  pprof          %s" % os.path.join(outdir, "wall.pb.gz"))

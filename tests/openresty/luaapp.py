@@ -1,0 +1,51 @@
+"""nginx serving a test's own Lua module from tests/openresty (mem.py,
+offcpu.py): examples/openresty/serve.Nginx with a configuration of the
+subclass's LOCATIONS instead of the example's."""
+
+from examples.openresty import serve
+
+CONF = """\
+@USER@
+worker_processes @WORKERS@;
+daemon off;
+master_process on;
+error_log @PREFIX@/logs/error.log warn;
+pid @PREFIX@/logs/nginx.pid;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path @PREFIX@/tmp/body;
+    proxy_temp_path @PREFIX@/tmp/proxy;
+    fastcgi_temp_path @PREFIX@/tmp/fastcgi;
+    uwsgi_temp_path @PREFIX@/tmp/uwsgi;
+    scgi_temp_path @PREFIX@/tmp/scgi;
+    lua_package_path "@APPDIR@/?.lua;;";
+    server {
+        listen 127.0.0.1:@PORT@ reuseport;
+@LOCATIONS@
+    }
+}
+"""
+
+
+class LuaAppNginx(serve.Nginx):
+    """LOCATIONS: the server's `location` lines; PROBE: a path that answers
+    200 once nginx serves; APPDIR: where the Lua modules are."""
+    LOCATIONS = ""
+    PROBE = "/"
+    APPDIR = ""
+
+    def render(self):
+        conf = CONF
+        for k, v in (("USER", "user %s;" % self.user if self.user else ""),
+                     ("WORKERS", str(self.workers)), ("PREFIX", self.prefix),
+                     ("APPDIR", self.APPDIR), ("PORT", str(self.port)),
+                     ("LOCATIONS", self.LOCATIONS.rstrip("\n"))):
+            conf = conf.replace("@%s@" % k, v)
+        return conf
+
+    def answers(self):
+        try:
+            return self.get(self.PROBE, key=None)[0] == 200
+        except OSError:
+            return False

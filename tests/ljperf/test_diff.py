@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 
 BEFORE = "app;main;f 30\napp;main;g 70\n"            # total 100
 AFTER = "app;main;f 120\napp;main;h 80\n"            # total 200

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 
 
 def test():

@@ -53,59 +53,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-from tests.ljperf import ljperf_testlib as t
+from tests.lib import ljptest as t
+from tests.lib.ljptest import Reader  # tests/tarantool import it from here too
 from ljperf.procs import children_of
 from ljperf import remote as ljremote
 
 LEASE_BOUND = 5.0   # lease (3 s) + renewal period (1 s) + a poll, rounded up
-
-
-class Reader:
-    """Collects a process's stdout lines in a thread, with arrival times."""
-
-    def __init__(self, p):
-        self.p, self.lines, self.cv = p, [], threading.Condition()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self):
-        for raw in self.p.stdout:
-            with self.cv:
-                self.lines.append((time.monotonic(), raw.decode().rstrip("\n")))
-                self.cv.notify_all()
-        with self.cv:
-            self.lines.append((time.monotonic(), None))
-            self.cv.notify_all()
-
-    def wait(self, pred, timeout=20.0, since=0.0):
-        """First (time, line) after SINCE with pred(line), or None."""
-        end = time.monotonic() + timeout
-        with self.cv:
-            while True:
-                for tm, ln in self.lines:
-                    if tm >= since and ln is not None and pred(ln):
-                        return tm, ln
-                left = end - time.monotonic()
-                if left <= 0 or (self.lines and self.lines[-1][1] is None):
-                    return None
-                self.cv.wait(left)
-
-    def text(self):
-        with self.cv:
-            return [ln for _, ln in self.lines if ln is not None]
-
-    def rates(self, t0, t1, key=None):
-        out = []
-        with self.cv:
-            for tm, ln in self.lines:
-                if ln and t0 <= tm < t1 and (key is None or ln.startswith(key)):
-                    m = re.search(r"rate=(\d+)", ln)
-                    if m:
-                        out.append(int(m.group(1)))
-        return out
 
 
 # -- what a status line says ---------------------------------------------------
@@ -242,7 +198,7 @@ def start_host(s, args=()):
 
 
 def check_tmp_clean(pid, what):
-    left = [f for f in t.ljptest.tmp_files(pid) + glob.glob("/tmp/jitted-%d-*.so" % pid)
+    left = [f for f in t.tmp_files(pid) + glob.glob("/tmp/jitted-%d-*.so" % pid)
             if os.path.exists(f)]
     t.check(not left, "%s: nothing of pid %d left in /tmp (%s)" % (what, pid, left))
 
@@ -703,7 +659,7 @@ def case_busy():
                         % (what, 100 * share, tot))
             print("BUSY %s: switched on after %.2f s; %.1f%% of Lua samples under 8 rec"
                   % (what, took, 100 * share))
-            t.ljptest.remove_tmp_files([p.pid])     # it ended after ljperf: its files
+            t.remove_tmp_files([p.pid])     # it ended after ljperf: its files
 
 
 def case_hostbusy():
@@ -733,7 +689,7 @@ def case_hostbusy():
         t.check(len(full) == 2, "both lua_States (threads) have full Lua stacks: %s" % full)
         t.check(p.wait(timeout=60) == 0, "the host ends normally")
         t.check(not any(ln.startswith("BAD") for ln in rd.text()), "its results stay correct")
-        t.ljptest.remove_tmp_files([p.pid])
+        t.remove_tmp_files([p.pid])
 
 
 CASES = {"pids": case_pids, "luajit": case_luajit, "host": case_host, "had": case_had,

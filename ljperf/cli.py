@@ -54,6 +54,7 @@ import sys
 
 from ljperf import diff, record
 from ljperf.attach import attach_pids
+from ljperf.children import Ended, ending_signals
 from ljperf.messages import PROG, Fail, say
 from ljperf.perfcmd import check_access, need_perf
 from ljperf.postproc import FORMATS
@@ -317,7 +318,15 @@ def main(argv=None):
 
 def entry():
     try:
-        rc = main()
+        with ending_signals():
+            rc = main()
+    except Ended as e:
+        if e.outdir:
+            say("%s: the recording is in %s; `ljperf report %s` renders it"
+                % (record.signame(e.sig), e.outdir, e.outdir))
+        else:
+            say("ended by %s" % record.signame(e.sig))
+        rc = 128 + e.sig
     except Fail as e:
         if e.raw:
             sys.stderr.write(str(e) + "\n")

@@ -94,6 +94,14 @@ def median(xs):
     return xs[len(xs) // 2] if xs else 0
 
 
+def rates(rd, since, n=12):
+    """The first N rates the target prints after SINCE (N tenths of a CPU
+    second: the wall time they take depends on the machine's load)."""
+    t.check(t.wait_for(lambda: len(rd.rates(since, float("inf"))) >= n, timeout=60),
+            "the target prints its speed")
+    return rd.rates(since, float("inf"))[:n]
+
+
 def start_ljperf(s, args, out):
     p = subprocess.Popen([sys.executable, t.ljperf_bin(), "record", "-o", out] + args,
                          env=s.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -183,8 +191,7 @@ def case_pid(opts, mem=False):
             t.check(rd.wait(lambda ln: ln.startswith("ready ")) is not None,
                     "%s: the target runs" % sig.name)
             t0 = time.monotonic()
-            time.sleep(1.5)
-            before = median(rd.rates(t0, time.monotonic()))
+            before = median(rates(rd, t0))
             out = s.path("out-" + sig.name)
             ts = time.monotonic()
             lj = start_ljperf(s, ["-p", str(p.pid)] + (["--mem"] if mem else []), out)
@@ -197,8 +204,7 @@ def case_pid(opts, mem=False):
             t.check(off is not None and off[0] - tk <= LEASE_BOUND,
                     "%s: the target is off again after %.2f s" % (
                         sig.name, off[0] - tk if off else float("inf")))
-            time.sleep(1.8)
-            after = median(rd.rates(off[0] + 0.3, time.monotonic()))
+            after = median(rates(rd, off[0] + 0.3))
             print("RATE %s: iterations per CPU second before ljperf %d, after %d"
                   % (sig.name, before, after))
             t.check(p.poll() is None and after >= SPEED_KEPT * before,

@@ -1,5 +1,5 @@
 """ljperf's attached processes (`record -p`, `--nginx`): who each one is and
-where its files are, as the process itself names them (docs/remote.md,
+where its files are, as the process itself names them (docs/remote-switch.md,
 Files and Containers).
 
 A process in another pid namespace knows itself by its NSpid (the last
@@ -178,7 +178,7 @@ class Target:
                     pass
 
 
-# -- Attaching (-p, --nginx): docs/remote.md -----------------------------------
+# -- Attaching (-p, --nginx): docs/remote-switch.md -----------------------------------
 
 NOT_YET = 1.0       # seconds after which ljperf names the pids not switched on yet
 NO_BLOCK = "no ljperf control block in it (not the ljperf-patched LuaJIT)"

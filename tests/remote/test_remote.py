@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ljperf record -p on processes started WITHOUT LUAJIT_PERF and with no
-profiling code: the remote switch (docs/remote.md), under real perf.
+profiling code: the remote switch (docs/remote-switch.md), under real perf.
 
 usage: test_remote.py CASE
   luajit   build/bin/luajit running prog.lua: full mixed stacks (Lua

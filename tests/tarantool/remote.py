@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The remote switch on Tarantool: `ljperf record -p PID` on
 build/bin/tarantool running tests/tarantool/remote.lua, started WITHOUT
-LUAJIT_PERF (docs/remote.md).
+LUAJIT_PERF (docs/remote-switch.md).
 
 remote.lua returns from its main chunk into Tarantool's event loop; a
 fiber recurses in Lua (worker -> 9 x ljperf_rec -> ljperf_leaf) down to
@@ -27,7 +27,7 @@ nesting  of the weight of the folded stacks holding lbox_replace, >= 99%
 after    the status is off again within 5 s of ljperf's end; the instance
          runs on, its results right (no BAD line), and of the files in /tmp
          named after its pid only perf-PID.map and jit-PID.dump are left
-         (docs/remote.md, Files; removed when the test stops it).
+         (docs/ljperf.md, Files; removed when the test stops it).
 Prints iterations/s before, during and after.
 """
 

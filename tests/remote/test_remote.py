@@ -129,21 +129,33 @@ def start_prog(s, args=(), env=None):
     return p, r
 
 
+APP = "/mnt"    # in a container: its own filesystem (a tmpfs) with its binary
+
+
 def start_in_container(s, args=(), workers=0):
     """prog.lua as pid 1 of its own pid and mount namespaces, with a private
-    tmpfs on /tmp holding one file of its own (unshare from util-linux, no
-    container runtime; root); or, with WORKERS, that many prog.lua under a
-    shell as pid 1 (a stand-in for an nginx master). Returns (unshare's
-    Popen, Reader, the pid, as we see it, of pid 1 in there)."""
+    tmpfs on /tmp holding one file of its own and another on APP holding
+    its own copies of luajit, prog.lua and cmod.so, as a real container
+    carries its binary (unshare from util-linux, no container runtime;
+    root): it runs wherever the build and the source live, /tmp too; or,
+    with WORKERS, that many prog.lua under a shell as pid 1 (a stand-in for
+    an nginx master). Returns (unshare's Popen, Reader, the pid, as we see
+    it, of pid 1 in there)."""
     if not shutil.which("unshare"):
         t.fail("unshare (util-linux) is not installed")
     if os.geteuid() != 0:
         t.fail("the container cases need root (unshare --pid --mount)")
-    inner = "mount -t tmpfs ljperf-test /tmp && touch /tmp/its-own || exit 1; " + \
+    if not os.path.isdir(APP):
+        t.fail("%s is missing: the container's own files are mounted there" % APP)
+    own = [t.built("bin", "luajit"), os.path.join(HERE, "prog.lua"),
+           t.built("tests", "fpchain", "cmod.so")]
+    argv = [os.path.join(APP, "luajit"), os.path.join(APP, "prog.lua")] + list(args)
+    inner = ('mount -t tmpfs ljperf-app %s && cp "$1" "$2" "$3" %s && shift 3 && '
+             'mount -t tmpfs ljperf-test /tmp && touch /tmp/its-own || exit 1; ' % (APP, APP)) + \
         ('exec "$@"' if not workers else '"$@" & ' * workers + "wait")
     p = s.start(["unshare", "--pid", "--mount", "--fork", "--mount-proc", "--kill-child",
-                 "sh", "-c", inner, "sh"] + prog_argv(args),
-                env=prog_env(s), stdout=subprocess.PIPE)
+                 "sh", "-c", inner, "sh"] + own + argv,
+                env=s.env(dict(LUA_CPATH=os.path.join(APP, "?.so"))), stdout=subprocess.PIPE)
     r = Reader(p)
     for i in range(max(workers, 1)):
         t.check(r.wait(lambda ln: ln == "ready" and i < r.text().count("ready")) is not None,

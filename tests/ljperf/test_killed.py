@@ -129,8 +129,8 @@ def kill_and_check(s, lj, sig, out):
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-    t.check(not left, "%s: no process of ljperf left after %.2f s (bound %.1f s): %s"
-            % (sig.name, took, GONE_WITHIN, left))
+    t.check(not left, "%s: no process of ljperf left %.2f s after it (bound %.1f s, "
+            "and one look at /proc): %s" % (sig.name, took, GONE_WITHIN, left))
     try:
         _, err = lj.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -232,14 +232,19 @@ def wrk(url, seconds):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def requests_per_cpu(ngx, workers, seconds=2):
-    c0 = worker_cpu(workers)
-    w = wrk(ngx.url, seconds)
-    text = w.communicate(timeout=seconds + 60)[0]
-    m = re.search(r"(\d+) requests in", text)
-    if m is None:
-        t.fail("wrk printed no request count: %s" % text[-300:])
-    return int(m.group(1)) / max(worker_cpu(workers) - c0, 1e-3)
+def requests_per_cpu(ngx, workers, seconds=2, windows=2):
+    """Requests per worker CPU second under wrk: the best of WINDOWS runs of
+    SECONDS (the machine's other load only lowers it)."""
+    best = 0.0
+    for _ in range(windows):
+        c0 = worker_cpu(workers)
+        w = wrk(ngx.url, seconds)
+        text = w.communicate(timeout=seconds + 60)[0]
+        m = re.search(r"(\d+) requests in", text)
+        if m is None:
+            t.fail("wrk printed no request count: %s" % text[-300:])
+        best = max(best, int(m.group(1)) / max(worker_cpu(workers) - c0, 1e-3))
+    return best
 
 
 def case_nginx(opts):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The remote switch (docs/remote.md), measured (a benchmark, not a test).
+"""The remote switch (docs/remote-switch.md), measured (a benchmark, not a test).
 
   python3 -m bench.remote rates [--bin-dir build/bin] [--seconds 3]
       tests/remote/prog.lua started without LUAJIT_PERF: iterations/s

@@ -1,5 +1,5 @@
 """ljperf's attached processes (`record -p`, `--nginx`): who each one is and
-where its files are, as the process itself names them (docs/remote.md,
+where its files are, as the process itself names them (docs/remote-switch.md,
 Files and Containers).
 
 A process in another pid namespace knows itself by its NSpid (the last
@@ -22,7 +22,7 @@ import os
 import shutil
 import subprocess
 
-from ljperf import remote
+from ljperf import children, remote
 from ljperf.messages import Fail, say
 from ljperf.perfcmd import perf_argv, privileged
 from ljperf.procs import children_of, proc_alive, proc_uid
@@ -179,7 +179,7 @@ class Target:
                     pass
 
 
-# -- Attaching (-p, --nginx): docs/remote.md -----------------------------------
+# -- Attaching (-p, --nginx): docs/remote-switch.md -----------------------------------
 
 NOT_YET = 1.0       # seconds after which ljperf names the pids not switched on yet
 NO_BLOCK = "no ljperf control block in it (not the ljperf-patched LuaJIT)"
@@ -304,10 +304,16 @@ def report_attached(targets, sw, never, seconds):
 
 def sample_pids(perf, outdir, data):
     """The pids with samples in DATA (perf script -F pid)."""
-    r = subprocess.run(perf_argv(perf, outdir, "script", "-i", data, "-F", "pid"),
+    r = children.run(perf_argv(perf, outdir, "script", "-i", data, "-F", "pid"),
                        stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, errors="replace")
     return {int(x) for x in r.stdout.split() if x.isdigit()}
+
+
+def family(pids):
+    """PIDS and their children now (what sample_pids finds without perf,
+    but for children that have exited)."""
+    return set(pids) | {c for p in pids for c in children_of(p)}
 
 
 def recorders(targets, on, pids):

@@ -54,6 +54,7 @@ import sys
 
 from ljperf import diff, record
 from ljperf.attach import attach_pids
+from ljperf.children import Ended, ending_signals
 from ljperf.messages import PROG, Fail, say
 from ljperf.perfcmd import check_access, check_off_cpu, need_perf
 from ljperf.finish import FORMATS
@@ -158,7 +159,10 @@ written whatever it is.
 
 Stopping: when CMD exits; after --duration S seconds (perf stops and sends
 CMD SIGTERM; SIGKILL if it is still there 10 s later); or Ctrl-C (perf and
-CMD both get it, the profile is still written).
+CMD both get it, the profile is still written). SIGTERM or SIGHUP to
+ljperf stop perf as Ctrl-C does but render nothing: `ljperf report DIR`
+does that later (exit status 128 + the signal's number). However ljperf
+ends, perf ends with it.
 
 -p PID[,PID...] attaches to running processes of the ljperf-patched LuaJIT.
 ljperf asks those that do not record yet to switch recording on (no
@@ -167,7 +171,7 @@ allowed to ptrace them) and starts perf at once: each process switches at
 its next GC step or trace exit (ljperf says when, or at the end that it
 never did, and why), its samples before that have their host frames. Off
 again when ljperf ends; if ljperf is killed they switch off by themselves
-within 3 s (docs/remote.md). A process that had recording on keeps it. A
+within 3 s (docs/ljperf.md). A process that had recording on keeps it. A
 pid that can never switch (not the patched LuaJIT, or LUAJIT_PERF_REMOTE=0)
 is recorded with its host frames; if none can, ljperf refuses at once. Its
 jitdump (found in /proc/PID/maps, or where LUAJIT_PERF_DIR in
@@ -339,7 +343,15 @@ def main(argv=None):
 
 def entry():
     try:
-        rc = main()
+        with ending_signals():
+            rc = main()
+    except Ended as e:
+        if e.outdir:
+            say("%s: the recording is in %s; `ljperf report %s` renders it"
+                % (record.signame(e.sig), e.outdir, e.outdir))
+        else:
+            say("ended by %s" % record.signame(e.sig))
+        rc = 128 + e.sig
     except Fail as e:
         if e.raw:
             sys.stderr.write(str(e) + "\n")

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-from ljperf import inline
+from ljperf import children, inline
 from ljperf import offcpu_pages
 from ljperf import jitdump
 from ljperf import perfscript
@@ -35,7 +35,7 @@ def dumps_in(d):
 def sampled_addrs(perf, outdir, data):
     """Every user address in DATA's samples (IPs and callchains), and the
     byte before each (a return address's call), or None if perf fails."""
-    r = subprocess.run(perf_argv(perf, outdir, "script", "-i", data, "-F", "ip"),
+    r = children.run(perf_argv(perf, outdir, "script", "-i", data, "-F", "ip"),
                        stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, errors="replace")
     if r.returncode != 0:
@@ -98,7 +98,7 @@ def inject(perf, outdir, data, out):
     """perf inject --jit; True if OUT was written."""
     log = os.path.join(outdir, "perf-inject.log")
     with open(log, "w") as logf:
-        r = subprocess.run(perf_argv(perf, outdir, "inject", "--jit", "-i", data, "-o", out),
+        r = children.run(perf_argv(perf, outdir, "inject", "--jit", "-i", data, "-o", out),
                            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
     if r.returncode != 0 or not os.path.exists(out):
         say("warning: perf inject --jit failed (%s); Lua frames are named from the "
@@ -177,12 +177,12 @@ def fold(perf, outdir, data, opts, fmt="folded", switched_at=None, event=None):
     with open(slog, "w") as slogf:
         # --show-task-events: a forked child without a jitdump of its own is
         # named from its parent's
-        script = subprocess.Popen(perf_argv(perf, outdir, "script", "-i", data, "-F", fields,
+        script = children.popen(perf_argv(perf, outdir, "script", "-i", data, "-F", fields,
                                             "--show-task-events", *more),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=slogf)
         try:
-            m = subprocess.Popen(merge, stdin=script.stdout, stdout=subprocess.DEVNULL,
+            m = children.popen(merge, stdin=script.stdout, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE)
         except OSError as e:
             script.kill()

@@ -1,4 +1,4 @@
-"""The kick (docs/remote.md, The kick): a process whose Lua states reach no
+"""The kick (docs/remote-switch.md, The kick): a process whose Lua states reach no
 poll of the remote switch (a loop that never allocates, a trace that never
 exits) is made to reach one, once.
 

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
-from ljperf import offcpu, vmregs
+from ljperf import children, offcpu, vmregs
 from ljperf.messages import Fail, read_text
 
 PARANOID_FILE = "/proc/sys/kernel/perf_event_paranoid"
@@ -39,7 +39,7 @@ def no_bpf_event(perf):
     its BPF side-band thread, which ljperf does not need (it samples user
     space)."""
     try:
-        r = subprocess.run([perf, "record", "-h"], stdin=subprocess.DEVNULL,
+        r = children.run([perf, "record", "-h"], stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, errors="replace", timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return ()
@@ -61,7 +61,7 @@ def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False):
 def event_name(perf, outdir, data):
     """The event DATA holds (the first perf evlist prints), or None."""
     try:
-        r = subprocess.run(perf_argv(perf, outdir, "evlist", "-i", data),
+        r = children.run(perf_argv(perf, outdir, "evlist", "-i", data),
                            stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, errors="replace")
     except OSError:
@@ -98,7 +98,7 @@ def perf_probe(perf, event):
     """Can perf sample EVENT in a child process of ours? (ok, stderr)"""
     d = tempfile.mkdtemp(prefix="ljperf-probe-")
     try:
-        r = subprocess.run(perf_argv(perf, d, "record", "-q", "-N") + list(no_bpf_event(perf)) +
+        r = children.run(perf_argv(perf, d, "record", "-q", "-N") + list(no_bpf_event(perf)) +
                            ["-e", event, "-o", os.path.join(d, "p.data"), "--", "true"],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True, errors="replace")

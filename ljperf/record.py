@@ -13,6 +13,7 @@ import threading
 import time
 
 from ljperf import attach
+from ljperf.children import ENDING, Ended, popen
 from ljperf.messages import Fail, one_line, read_text, say
 from ljperf.perfcmd import need_perf, paranoid_error, paranoid_value, record_argv
 from ljperf.finish import dumps_in, inject, prune_dumps, write_outputs
@@ -46,7 +47,8 @@ def signame(sig):
 class Recording:
     """perf record of a command or of a running process; stops it on
     --duration, SIGINT/SIGTERM/SIGHUP to ljperf (Ctrl-C reaches perf and the
-    program too: same process group)."""
+    program too: same process group). After SIGTERM/SIGHUP (ended) the
+    caller renders nothing: see leave()."""
 
     def __init__(self, argv, env, log, duration, pass_fd=None):
         self.argv, self.env, self.log = argv, env, log
@@ -58,6 +60,10 @@ class Recording:
         self.killed = False           # the program ignored SIGTERM: SIGKILL
         self.interrupted = None       # a signal ljperf got
         self.elapsed = 0.0
+
+    @property
+    def ended(self):
+        return self.interrupted in ENDING
 
     def _on_signal(self, sig, frame):
         self.interrupted = sig
@@ -74,7 +80,7 @@ class Recording:
             with open(self.log, "w") as logf:
                 t0 = time.monotonic()
                 try:
-                    self.proc = subprocess.Popen(
+                    self.proc = popen(
                         self.argv, env=self.env, stderr=logf,
                         pass_fds=(self.pass_fd,) if self.pass_fd is not None else ())
                 except OSError as e:
@@ -186,6 +192,16 @@ def write_meta(outdir, meta):
         raise Fail("cannot write into %s: %s" % (outdir, e.strerror or e))
 
 
+def leave(outdir, meta, sig):
+    """SIGTERM/SIGHUP while recording: perf has stopped (perf.data is
+    whole); DIR keeps what `ljperf report DIR` needs and ljperf ends
+    without running perf again (a supervisor or a closed terminal wants it
+    gone now)."""
+    write_meta(outdir, meta)
+    say(meta["status"])
+    raise Ended(sig, outdir)
+
+
 def program_status(rc, rec, cmd):
     name = os.path.basename(cmd[0])
     if rec.stopped:
@@ -262,6 +278,8 @@ def record_launch(opts, perf, event, cmd):
                    "build/lib/libluajit-5.1 or run by its build/bin/luajit? %s)"
                    % (cmd[0], outdir, status))
     meta["pids"] = sorted(dumps_in(outdir))
+    if rec.ended:
+        leave(outdir, meta, rec.interrupted)
     return finish(perf, outdir, data, opts, meta)
 
 
@@ -309,7 +327,10 @@ def record_switched(opts, perf, event, targets, sw, never):
     meta["status"] = attach_status(rec, title, pids)
     attach.report_attached(targets, sw, never, rec.elapsed)
     # Snapshot the processes' jitdumps (they keep growing) and perf maps.
-    recorded = attach.sample_pids(perf, outdir, data)
+    # After SIGTERM/SIGHUP no perf runs again: the processes perf would find
+    # samples of are taken from /proc (the targets and their children).
+    recorded = (attach.family(pids) if rec.ended else
+                attach.sample_pids(perf, outdir, data))
     procs = attach.recorders(targets, set(sw.switched), recorded)
     try:
         got = attach.collect_attached(outdir, procs)
@@ -326,6 +347,8 @@ def record_switched(opts, perf, event, targets, sw, never):
         meta["switched"] = {str(p): round(s, 3) for p, s in sorted(sw.switched.items())}
         # each process's samples before that keep their host frames (--from)
         meta["switched_at"] = {str(p): round(t, 6) for p, t in sorted(sw.switch_times().items())}
+        if rec.ended:
+            leave(outdir, meta, rec.interrupted)
         since = time.time()
         # perf inject reads the jitdumps where the processes write them, not
         # the copies in DIR: nothing to prune

@@ -1,6 +1,6 @@
 """ljperf's remote switch: turns recording (map, jitdump, frames, and with
 --mem allocation samples) on in a
-running ljperf-patched LuaJIT process and off again (docs/remote.md).
+running ljperf-patched LuaJIT process and off again (docs/remote-switch.md).
 
 The patched VM has one control block per process (emitter/lj_perf.h,
 LJPerfCtl) in the initialised writable data of the file that holds it (the

@@ -35,7 +35,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-from tests.ljperf import ljperf_testlib as t
+from tests.lib import ljptest as t
 from bench import run  # bench/run.py: program sizes
 
 TOLERANCE = 5.0     # percentage points

@@ -1,12 +1,17 @@
-"""Support for ljperf tests that run programs under real perf.
+"""The one helper library of the tests: programs under real perf
+(PerfSession), ljperf itself (Session), and what they share.
 
 Everything a test writes (perf data, jitdumps, injected .so files, the
 build-id cache) goes to a private temporary directory that is removed at
-the end, and /tmp/perf-PID.map files of the programs a test started are
-deleted. perf problems make tests FAIL with a message, never skip.
+the end, and the /tmp/perf-PID.map, /tmp/jit-PID.dump and
+/tmp/jitted-PID-*.so files of the programs a test started are deleted.
+Session runs ljperf with HOME pointing into its directory (so a write to
+~/.debug would show). Missing perf, Chromium or build outputs make tests
+FAIL with a message, never skip.
 """
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -14,6 +19,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -65,13 +72,26 @@ def remove_tmp_files(pids):
 
 
 class TestFailure(Exception):
-    pass
+    printed = False             # check() printed it already
+
+
+def check(cond, msg):
+    """Prints one result line; a failed one ends the test (TestFailure)."""
+    print(("PASS: " if cond else "FAIL: ") + msg)
+    sys.stdout.flush()
+    if not cond:
+        e = TestFailure(msg)
+        e.printed = True
+        raise e
 
 
 def folded(path):
-    """{stack: weight} of a folded file (ljperf.folded.load_folded, the
-    package's one reader; a stack seen twice is summed)."""
+    """{stack: weight} of a folded file, or of DIR/profile.folded
+    (ljperf.folded.load_folded, the package's one reader; a stack seen
+    twice is summed)."""
     from ljperf.folded import load_folded
+    if os.path.isdir(path):
+        path = os.path.join(path, "profile.folded")
     out = {}
     for frames, w in load_folded(path):
         s = ";".join(frames)
@@ -87,11 +107,25 @@ def build_dir():
     return os.environ.get("LJPERF_BUILD") or os.path.join(ROOT, "build")
 
 
-def binpath(name):
-    p = os.path.join(build_dir(), "bin", name)
+def built(*parts):
+    """BUILD/PARTS..., failing the test if it is not there."""
+    p = os.path.join(build_dir(), *parts)
     if not os.path.exists(p):
-        fail("%s not built (looked in %s)" % (name, p))
+        fail("%s is not built (looked for %s)" % (parts[-1], p))
     return p
+
+
+def binpath(name):
+    return built("bin", name)
+
+
+def ljperf_bin():
+    return os.environ.get("LJPERF") or built("bin", "ljperf")
+
+
+def need_perf():
+    if not shutil.which("perf"):
+        fail("perf is not installed (Debian package linux-perf)")
 
 
 # Libraries Debian builds without frame pointers: a frame-pointer chain
@@ -247,6 +281,157 @@ def run(cmd, env=None, timeout=None, **kw):
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
+class Session:
+    """A temporary directory for a test of ljperf, the processes the test
+    started, and cleanup."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ljperf-test-")
+        self.home = os.path.join(self.dir, "home")
+        os.mkdir(self.home)
+        self.pids = set()
+        self.procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for pid in self.pids:
+            for f in tmp_files(pid) + glob.glob("/tmp/jitted-%d-*.so" % pid):
+                try:
+                    os.unlink(f)
+                except OSError:
+                    pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+    def env(self, extra=None, drop=()):
+        e = dict(os.environ)
+        e["HOME"] = self.home
+        e.pop("LUAJIT_PERF", None)
+        e.pop("LUAJIT_PERF_DIR", None)
+        for k in drop:
+            e.pop(k, None)
+        e.update(extra or {})
+        return e
+
+    def ljperf(self, args, env=None, timeout=240, prefix=(), python=None):
+        """Runs ljperf (with PYTHON, default ours); returns CompletedProcess (text)."""
+        cmd = list(prefix) + [python or sys.executable, ljperf_bin()] + list(args)
+        r = subprocess.run(cmd, env=env or self.env(), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+        print("$ ljperf %s  -> %d" % (" ".join(args), r.returncode))
+        for line in (r.stderr or "").splitlines():
+            print("  | " + line)
+        self.note_dir_pids(args)
+        return r
+
+    def note_dir_pids(self, args):
+        """Remember the pids of the jitdumps of an output directory."""
+        if "-o" in args:
+            d = args[args.index("-o") + 1]
+            for p in glob.glob(os.path.join(d, "jit-*.dump")):
+                s = os.path.basename(p)[4:-5]
+                if s.isdigit():
+                    self.pids.add(int(s))
+
+    def start(self, cmd, env=None, **kw):
+        p = subprocess.Popen(cmd, env=env or self.env(), **kw)
+        self.procs.append(p)
+        self.pids.add(p.pid)
+        return p
+
+    def stop(self, p):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+class Reader:
+    """Collects a process's stdout lines in a thread, with arrival times."""
+
+    def __init__(self, p):
+        self.p, self.lines, self.cv = p, [], threading.Condition()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        for raw in self.p.stdout:
+            with self.cv:
+                self.lines.append((time.monotonic(), raw.decode().rstrip("\n")))
+                self.cv.notify_all()
+        with self.cv:
+            self.lines.append((time.monotonic(), None))
+            self.cv.notify_all()
+
+    def wait(self, pred, timeout=20.0, since=0.0):
+        """First (time, line) after SINCE with pred(line), or None."""
+        end = time.monotonic() + timeout
+        with self.cv:
+            while True:
+                for tm, ln in self.lines:
+                    if tm >= since and ln is not None and pred(ln):
+                        return tm, ln
+                left = end - time.monotonic()
+                if left <= 0 or (self.lines and self.lines[-1][1] is None):
+                    return None
+                self.cv.wait(left)
+
+    def text(self):
+        with self.cv:
+            return [ln for _, ln in self.lines if ln is not None]
+
+    def rates(self, t0, t1, key=None):
+        out = []
+        with self.cv:
+            for tm, ln in self.lines:
+                if ln and t0 <= tm < t1 and (key is None or ln.startswith(key)):
+                    m = re.search(r"rate=(\d+)", ln)
+                    if m:
+                        out.append(int(m.group(1)))
+        return out
+
+
+def wait_for(cond, timeout=10.0, step=0.05):
+    t = time.monotonic() + timeout
+    while time.monotonic() < t:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def frames_of(fold):
+    names = set()
+    for s in fold:
+        names.update(s.split(";"))
+    return names
+
+
+def has_frame(names, prefix):
+    return any(n == prefix or n.startswith(prefix + "@") or n.startswith(prefix + "_[")
+               for n in names)
+
+
+def meta(d):
+    with open(os.path.join(d, "ljperf.json")) as f:
+        return json.load(f)
+
+
+def last_line(text):
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
 def report(ok, msg):
     """Prints one result line; returns ok."""
     print(("PASS: " if ok else "FAIL: ") + msg)
@@ -255,10 +440,16 @@ def report(ok, msg):
 
 
 def main(test):
-    """Runs test() -> bool; exit status 0 only if it returned True."""
+    """Runs TEST(): it fails by raising TestFailure (fail, check) or by
+    returning a false value other than None (report's results); exit
+    status 0 and OK otherwise."""
     try:
         ok = test()
     except TestFailure as e:
-        print("FAIL: " + str(e))
+        if not e.printed:
+            print("FAIL: " + str(e))
         sys.exit(1)
-    sys.exit(0 if ok else 1)
+    if ok is not None and not ok:
+        sys.exit(1)
+    print("OK")
+    sys.exit(0)

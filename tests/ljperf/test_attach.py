@@ -9,7 +9,7 @@ import glob
 import os
 import time
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 
 SCRIPT = r"""
 if START then assert(require("jit.perf").start()) end

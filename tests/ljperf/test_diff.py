@@ -18,7 +18,9 @@ import shutil
 import subprocess
 import sys
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 BEFORE = "app;main;f 30\napp;main;g 70\n"            # total 100
 AFTER = "app;main;f 120\napp;main;h 80\n"            # total 200
@@ -37,7 +39,7 @@ def browser(html, expect, shot):
     env = dict(os.environ)
     env.setdefault("LJPERF_NODE_MODULES",
                    os.path.join(t.build_dir(), "tests", "ljperf", "node_modules"))
-    r = subprocess.run([node, os.path.join(t.HERE, "browser_check.js"), html, shot,
+    r = subprocess.run([node, os.path.join(HERE, "browser_check.js"), html, shot,
                         json.dumps({"diff": expect})],
                        env=env, capture_output=True, text=True, timeout=180)
     print(r.stdout, end="")

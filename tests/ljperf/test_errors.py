@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 from ljperf import remote as ljremote
 
 

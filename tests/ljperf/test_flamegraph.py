@@ -11,7 +11,9 @@ import os
 import shutil
 import subprocess
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test():
@@ -50,7 +52,7 @@ def test():
         env = dict(os.environ)
         env.setdefault("LJPERF_NODE_MODULES",
                        os.path.join(t.build_dir(), "tests", "ljperf", "node_modules"))
-        r = subprocess.run([node, os.path.join(t.HERE, "browser_check.js"),
+        r = subprocess.run([node, os.path.join(HERE, "browser_check.js"),
                             os.path.join(out, "flamegraph.html"), shot, json.dumps(expect)],
                            env=env, capture_output=True, text=True, timeout=180)
         print(r.stdout, end="")

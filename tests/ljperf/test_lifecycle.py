@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 
 BUSY = r"""
 local ffi = require("ffi")

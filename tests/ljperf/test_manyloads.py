@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 
 CHUNKS, PER = 60, 100     # 6000 functions, each called once
 

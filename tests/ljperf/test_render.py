@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 from ljperf.folded import load_folded
 
 

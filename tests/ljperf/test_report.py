@@ -6,7 +6,7 @@ read from /tmp any more); --keep-vm and --lines reach lj_merge."""
 import os
 import shutil
 
-import ljperf_testlib as t
+from tests.lib import ljptest as t
 
 
 def read(p):

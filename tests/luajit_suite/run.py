@@ -27,13 +27,18 @@ Exit status 0 when every test has the same result on A and B (failures
 included), 1 on any difference or when a run announced no test at all
 (e.g. test.lua could not load a file), 2 on a usage error.
 
-Not part of ctest (the suites are not packaged in Debian); run it by hand,
-e.g. for LuaJIT-tests from tarantool/luajit, whose C helpers (libctest,
-libcpptest from test/LuaJIT-tests/src) must be built first and found via
---env-both LUA_CPATH='/tmp/ljlibs/?.so;;' (require) and
---env-both LD_LIBRARY_PATH=/tmp/ljlibs (ffi.load):
+--perf-tmp: A writes its jitdumps (LUAJIT_PERF_DIR) into a temporary
+directory, removed at the end with the /tmp/perf-PID.map of every process
+that wrote one there.
 
-    tests/luajit_suite/run.py --env LUAJIT_PERF=1 \\
+ctest runs it as luajit_suite.lj_tests (configured with
+-DLJPERF_LUAJIT_TESTS=PATH, tests/luajit_suite/CMakeLists.txt) on
+LuaJIT-tests from tarantool/luajit, whose C helpers (libctest, libcpptest
+from test/LuaJIT-tests/src) it builds. By hand, from the source root, with
+those helpers built and found via --env-both LUA_CPATH='/tmp/ljlibs/?.so;;'
+(require) and --env-both LD_LIBRARY_PATH=/tmp/ljlibs (ffi.load):
+
+    python3 -m tests.luajit_suite.run --env LUAJIT_PERF=1 --perf-tmp \\
         --env-both 'LUA_CPATH=/tmp/ljlibs/?.so;;' \\
         --env-both LD_LIBRARY_PATH=/tmp/ljlibs \\
         /path/to/LuaJIT-tests/test.lua build/bin/luajit build/bin/luajit-base \\
@@ -48,6 +53,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 HEADER = re.compile(r"^\[\s*(\d+)/(\d+)\] (.*)$")
 SUMMARY = re.compile(r"^(\d+) passed(?:, (\d+) failed)?$")
@@ -209,6 +215,9 @@ def main():
                     help="seconds per suite run (default 1800)")
     ap.add_argument("--no-resume", action="store_true",
                     help="do not continue after a crash")
+    ap.add_argument("--perf-tmp", action="store_true",
+                    help="A's jitdumps into a temporary directory, removed after "
+                         "with the perf maps of the processes that wrote them")
     ap.add_argument("--all", action="store_true",
                     help="print every test, not only those that did not pass on both")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -233,7 +242,16 @@ def main():
     env_a = dict(both)
     env_a.update(parse_env(o.env))
 
-    ra, na, se_a = run_suite(o.a, o.suite, args, env_a, o.timeout, not o.no_resume)
+    perf_tmp = tempfile.mkdtemp(prefix="ljperf-suite-") if o.perf_tmp else None
+    if perf_tmp:
+        env_a["LUAJIT_PERF_DIR"] = perf_tmp
+    try:
+        ra, na, se_a = run_suite(o.a, o.suite, args, env_a, o.timeout, not o.no_resume)
+    finally:
+        if perf_tmp:
+            from tests.lib.ljptest import dump_pids, remove_tmp_files
+            remove_tmp_files(dump_pids(perf_tmp))
+            shutil.rmtree(perf_tmp, ignore_errors=True)
     rb, nb, se_b = run_suite(o.b, o.suite, args, both, o.timeout, not o.no_resume)
 
     # Tests are matched by name (file --- name, and its ordinal among tests

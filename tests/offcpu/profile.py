@@ -44,8 +44,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "ljperf"))
-import ljperf_testlib as t  # noqa: E402
+from tests.lib import ljptest as t
 
 POINTS = 3.0
 SHELL_WAITS = ("do_wait", "anon_pipe_read", "pipe_read", "kernel_clone")
@@ -108,8 +107,8 @@ def shares_run(mode):
             t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
         with open(os.path.join(out, "offcpu.pb.gz"), "rb") as f:
             t.check(b"off_cpu" in gzip.decompress(f.read()), "offcpu.pb.gz has type off_cpu")
-        off = t.ljptest.folded(os.path.join(out, "offcpu.folded"))
-        wall = t.ljptest.folded(os.path.join(out, "wall.folded"))
+        off = t.folded(os.path.join(out, "offcpu.folded"))
+        wall = t.folded(os.path.join(out, "wall.folded"))
         walls = thread_roots(wall)
         root = max(walls, key=walls.get)           # the main thread: the longest
         tid = int(root.rpartition("/")[2])
@@ -163,7 +162,7 @@ def idle():
             t.check(p.returncode == 0, "ljperf record --off-cpu of the C host exits 0")
             outs.append((out, own_times(p.stdout)))
         out, own = outs[0]
-        off = t.ljptest.folded(os.path.join(out, "offcpu.folded"))
+        off = t.folded(os.path.join(out, "offcpu.folded"))
         total = own["total"] * 1e9
         got_idle = sum(w for k, w in off.items() if k.endswith(";[idle]"))
         got_handler = sum(w for k, w in off.items() if k.endswith(";[blocked]") and
@@ -196,7 +195,7 @@ def preempt():
         r = s.ljperf(["record", "--off-cpu", "-o", out, "--", "taskset", "-c", "0",
                       "/bin/sh", "-c", '"$0" "$1" 2 & "$0" "$1" 2; wait', luajit, busy])
         t.check(r.returncode == 0, "ljperf record --off-cpu exits 0")
-        off = t.ljptest.folded(os.path.join(out, "offcpu.folded"))
+        off = t.folded(os.path.join(out, "offcpu.folded"))
         spin = {k: w for k, w in off.items() if "spin@" in k}
         pre = sum(w for k, w in spin.items() if k.endswith(";[preempted]"))
         blk = sum(w for k, w in spin.items() if k.endswith(";[blocked]") and
@@ -232,7 +231,7 @@ def nonroot():
         else:
             t.check(r.returncode == 0, "as nobody at paranoid %d: ljperf record --off-cpu "
                     "exits 0" % paranoid)
-            off = t.ljptest.folded(os.path.join(out, "offcpu.folded"))
+            off = t.folded(os.path.join(out, "offcpu.folded"))
             t.check(any("ffi_wait@" in k for k in off), "ffi_wait is found as nobody")
 
 

@@ -2,7 +2,7 @@
 """The remote switch on nginx: build/bin/nginx serving examples/openresty,
 started WITHOUT LUAJIT_PERF (not in its environment, no `env LUAJIT_PERF`
 directive), 2 workers, profiled by `ljperf record -p W1,W2` and then by
-`ljperf record --nginx MASTER` (docs/remote.md).
+`ljperf record --nginx MASTER` (docs/remote-switch.md).
 
 Before: each worker's control block says no state is switched on
 (nremote 0) and there is no /tmp/perf-W.map nor /tmp/jit-W.dump; wrk runs
@@ -29,7 +29,7 @@ again.
 After: the same workers (none died or was replaced) answer REQUESTS
 exactly as before; wrk runs --before seconds again (requests/s after); of
 the files in /tmp named after nginx's pids only the workers'
-perf-W.map, jit-W.dump and jit-W.dump.inline are left (docs/remote.md, Files: while the
+perf-W.map, jit-W.dump and jit-W.dump.inline are left (docs/remote-switch.md, Files: while the
 process runs). nginx is stopped and those files removed at the end.
 
 perf or wrk missing is a failure. Prints requests/s before, during, after.

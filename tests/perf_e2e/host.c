@@ -1,5 +1,5 @@
 /*
-** C hosts of the patched VM for the end-to-end tests (perf_e2e.py):
+** C hosts of the patched VM for the end-to-end tests (vm_under_perf.py):
 **
 **   host threads ITERATIONS   two pthreads, each with its own lua_State
 **                             (perf support from LUAJIT_PERF), run chunks

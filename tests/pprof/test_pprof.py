@@ -27,7 +27,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-from tests.ljperf import ljperf_testlib as t
+from tests.lib import ljptest as t
 from ljperf import pprof
 
 PPROF_PY = os.path.join(ROOT, "perf-script", "pprof.py")

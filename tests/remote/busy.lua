@@ -1,6 +1,6 @@
 -- Busy code that reaches no poll of the remote switch by itself (no GC
 -- step, no trace exit for seconds): `ljperf record -p` must still switch it
--- on within a second (the kick, docs/remote.md). Started without
+-- on within a second (the kick, docs/remote-switch.md). Started without
 -- LUAJIT_PERF. arg[1]: the kind of loop; arg[2]: rounds. Prints "ready",
 -- then per round a checksum line; the same arguments print the same lines
 -- attached or not. Every loop runs under 8 frames of rec.

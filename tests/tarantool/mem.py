@@ -37,7 +37,7 @@ from tests.remote import test_remote as tr  # its Reader, median
 from ljperf import remote as ljremote
 from tests.lib import ljptest
 
-t = tr.t                    # tests/ljperf/ljperf_testlib
+t = tr.t                    # tests/lib/ljptest
 WORKLOAD = os.path.join(HERE, "mem.lua")
 RATE = "16k"
 CHAIN = ["fiber_main", "worker", "make_items"]      # root to leaf
@@ -185,7 +185,7 @@ def run(opts):
         t.check(p.poll() is None, "the instance keeps running")
         t.check(not any(ln.startswith("BAD") for ln in rd.text()), "its results stay correct")
         left = pid_files(p.pid)
-        t.check(set(left) <= {os.path.basename(f) for f in t.ljptest.tmp_files(p.pid)},
+        t.check(set(left) <= {os.path.basename(f) for f in t.tmp_files(p.pid)},
                 "in /tmp only its perf map and jitdump: %s" % left)
         tr.say_rates("tarantool", rd.rates(0, t0), rd.rates(t0 + 0.5, t1 - 0.5),
                      rd.rates(t_off + 0.2, time.monotonic()))

@@ -28,7 +28,7 @@ import re
 HERE = os.path.dirname(os.path.abspath(__file__))
 from tests.remote import test_remote as tr
 
-t = tr.t                    # tests/ljperf/ljperf_testlib
+t = tr.t                    # tests/lib/ljptest
 WORKLOAD = os.path.join(HERE, "offcpu.lua")
 FIBER_C = ("coro_init", "fiber_loop", "fiber_cxx_invoke", "lua_fiber_run_f")
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The remote switch on Tarantool: `ljperf record -p PID` on
 build/bin/tarantool running tests/tarantool/remote.lua, started WITHOUT
-LUAJIT_PERF (docs/remote.md).
+LUAJIT_PERF (docs/remote-switch.md).
 
 remote.lua returns from its main chunk into Tarantool's event loop; a
 fiber recurses in Lua (worker -> 9 x ljperf_rec -> ljperf_leaf) down to
@@ -27,7 +27,7 @@ nesting  of the weight of the folded stacks holding lbox_replace, >= 99%
 after    the status is off again within 5 s of ljperf's end; the instance
          runs on, its results right (no BAD line), and of the files in /tmp
          named after its pid only perf-PID.map and jit-PID.dump are left
-         (docs/remote.md, Files; removed when the test stops it).
+         (docs/ljperf.md, Files; removed when the test stops it).
 Prints iterations/s before, during and after.
 """
 
@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 from tests.remote import test_remote as tr  # its Reader, status checks, record
 import e2e_perf  # its roots check
 
-t = tr.t                    # tests/ljperf/ljperf_testlib
+t = tr.t                    # tests/lib/ljptest
 WORKLOAD = os.path.join(HERE, "remote.lua")
 DEPTH = 9                   # ljperf_rec(8, k): levels 8..0
 MIN_NESTED = 100            # samples in lbox_replace stacks, at least
@@ -163,7 +163,7 @@ def run(opts):
         t.check(p.poll() is None, "the instance keeps running")
         t.check(not any(ln.startswith("BAD") for ln in rd.text()), "its results stay correct")
         left = pid_files(p.pid)
-        t.check(set(left) <= {os.path.basename(f) for f in t.ljptest.tmp_files(p.pid)},
+        t.check(set(left) <= {os.path.basename(f) for f in t.tmp_files(p.pid)},
                 "in /tmp only its perf map and jitdump: %s" % left)
         tr.say_rates("tarantool", rd.rates(0, t0), rd.rates(t0 + 0.5, t1 - 0.5),
                      rd.rates(off[0] + 0.2, time.monotonic()))

@@ -1,7 +1,7 @@
 -- Functions defined every way Lua lets a name be known at parse time, and
 -- chunks with awkward names. Each function burns CPU in its own loop, so it
 -- is the leaf Lua frame of the samples taken in it (interpreter) or the
--- owner of the trace they hit (JIT). perf_e2e.py knows these line numbers:
+-- owner of the trace they hit (JIT). vm_under_perf.py knows these line numbers:
 -- keep EXPECT_NAMES there in sync when editing.
 --   luajit [-joff] names.lua [ITERATIONS]
 local ITER = tonumber(arg and arg[1]) or 1000000

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of the emitter under real perf (perf record -k mono, inject --jit, script).
 
-    perf_e2e.py TEST     TEST: inject | map | mprotect | elf | buildid
+    emitter_under_perf.py TEST     TEST: inject | map | mprotect | elf | buildid
 
 Environment: LJP_E2E_PROG (tests/emitter/e2e_prog binary), LJP_CHECK_ELF (check_elf
 binary, for "elf"), LJP_JITDUMP_PY (ljperf/jitdump.py). All artefacts go to a
@@ -233,7 +233,7 @@ TESTS = {"inject": test_inject, "map": test_map, "mprotect": test_mprotect, "elf
 
 def main(argv):
     if len(argv) != 2 or argv[1] not in TESTS:
-        sys.stderr.write("usage: perf_e2e.py %s\n" % "|".join(TESTS))
+        sys.stderr.write("usage: emitter_under_perf.py %s\n" % "|".join(TESTS))
         return 2
     if not PROG or not os.access(PROG, os.X_OK):
         sys.stderr.write("FAIL: LJP_E2E_PROG=%r is not an executable\n" % PROG)

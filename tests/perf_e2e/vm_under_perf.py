@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end tests of the patched VM's perf support under real perf.
 
-    perf_e2e.py TEST [--keep]      (perf_e2e.py --list prints the tests)
+    vm_under_perf.py TEST [--keep]      (vm_under_perf.py --list prints the tests)
 
 Programs (progs/*.lua, the C host host.c) run on build/bin/luajit with
 LUAJIT_PERF set, under
@@ -1202,7 +1202,7 @@ def main(argv):
         print("\n".join(TESTS))
         return 0
     if len(args) != 1 or args[0] not in TESTS:
-        sys.stderr.write("usage: perf_e2e.py TEST [--keep]; tests: %s\n" % " ".join(TESTS))
+        sys.stderr.write("usage: vm_under_perf.py TEST [--keep]; tests: %s\n" % " ".join(TESTS))
         return 2
     try:
         if os.geteuid() != 0:

@@ -6,6 +6,7 @@ non-zero exit status, never a traceback.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -81,15 +82,23 @@ def case_not_patched(s):
 
 
 def unprivileged_prefix(s):
-    """Run as nobody when we are root (perf_event_paranoid does not apply to
-    root). The Python of /root/.pyenv is out of nobody's reach: Debian's."""
+    """(prefix, python, ljperf): run as nobody when we are root
+    (perf_event_paranoid does not apply to root). The Python of /root/.pyenv
+    is out of nobody's reach: Debian's; so may be the clone (under /root): a
+    copy of ljperf (its script and package) in the test's directory."""
     if os.geteuid() != 0:
-        return [], sys.executable
+        return [], sys.executable, t.ljperf_bin()
     py = "/usr/bin/python3"
     if not os.path.exists(py):
         t.fail("/usr/bin/python3 needed to run ljperf as nobody")
     os.chmod(s.dir, 0o755)
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], py
+    app = s.path("app")
+    shutil.copytree(os.path.join(t.ROOT, "ljperf"), os.path.join(app, "ljperf"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    os.makedirs(os.path.join(app, "tools", "ljperf"))
+    script = os.path.join(app, "tools", "ljperf", "ljperf.py")
+    shutil.copy(os.path.join(t.ROOT, "tools", "ljperf", "ljperf.py"), script)
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], py, script
 
 
 def case_paranoid(s):
@@ -98,7 +107,7 @@ def case_paranoid(s):
     Debian kernel makes perf refuse at 3. Then the real perf with the value 3,
     on this (upstream) kernel, which treats 3 as 2: ljperf must not refuse."""
     t.need_perf()
-    prefix, py = unprivileged_prefix(s)
+    prefix, py, ljperf = unprivileged_prefix(s)
     value = s.path("paranoid")
     with open(value, "w") as f:
         f.write("3\n")
@@ -117,7 +126,7 @@ def case_paranoid(s):
     os.chmod(open_dir, 0o777)
 
     def run(path, out):
-        cmd = prefix + [py, t.ljperf_bin(), "record", "-o", out, "--", "/bin/true"]
+        cmd = prefix + [py, ljperf, "record", "-o", out, "--", "/bin/true"]
         env = s.env({"LJPERF_PARANOID_FILE": value, "PATH": path, "HOME": open_dir})
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
                            stdin=subprocess.DEVNULL)

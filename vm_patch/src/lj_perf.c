@@ -213,5 +213,4 @@ LUA_API int luaJIT_perf_status(lua_State *L)
   return (int)lj_perf_status(G(L));
 }
 
-
 #endif

@@ -143,12 +143,6 @@ static BCLine perf_snapline(GCtrace *T, SnapShot *snap, GCproto *pt)
 #define PERF_SNAPOFS(snap)	0
 #endif
 
-/* Inline stacks of trace T from its positions TP (lj_tracepos.c): ranges
-** of machine code with the node of their innermost frame, the nodes they
-** use (callers before callees), and each range's innermost line in PL.
-** Chunk names live in FILES (one per function, freed by the caller). 0:
-** none (not tracked since the trace's start, or no memory).
-*/
 #define PERF_INL_NFILE	8	/* Chunk names kept on the stack per trace. */
 
 /* A chunk name beyond the first PERF_INL_NFILE of a trace (malloc). */
@@ -208,6 +202,12 @@ static const char *perf_inl_file(PerfInl *pi, GCproto *pt)
   return b.p;
 }
 
+/* Inline stacks of trace T from its positions TP (lj_tracepos.c): ranges
+** of machine code with the node of their innermost frame, the nodes they
+** use (callers before callees), and each range's innermost line in PL.
+** Chunk names live in FILES (one per function, freed by the caller). 0:
+** none (not tracked since the trace's start, or no memory).
+*/
 static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
 		       const char *rootfile, BCLine rootline)
 {
@@ -283,7 +283,7 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   return 1;
 }
 
-#else
+#else  /* Without trace positions: none. */
 
 static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
 		       const char *rootfile, BCLine rootline)

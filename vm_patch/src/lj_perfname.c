@@ -241,7 +241,10 @@ void lj_perf_blabel(PerfBuf *b, GCproto *pt, const char *name,
     lj_perf_bstr(b, "@builtin:0");
     return;
   }
-  if (name && *name) { pb_part(b, name, strlen(name), 0); lj_perf_braw(b, "@"); }
+  if (name && *name) {
+    pb_part(b, name, strlen(name), 0);
+    lj_perf_braw(b, "@");
+  }
   lj_perf_braw(b, chunk);
   lj_perf_braw(b, ":");
   lj_perf_bint(b, (long)pt->firstline);

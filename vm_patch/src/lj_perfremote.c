@@ -38,9 +38,9 @@
 #define PERF_REMOTE_ON		0x40u	/* switched on remotely */
 #define PERF_REMOTE_REFUSE	0x80u	/* LUAJIT_PERF_REMOTE=0 */
 
-/* The process's control block (lj_perfremote.h, docs/remote.md). Initialised, so
-** it sits in the .data of the file that holds the VM, where ljperf finds it
-** by its magic; a fork child has its own copy.
+/* The process's control block (lj_perfremote.h, docs/remote.md).
+** Initialised, so it sits in the .data of the file that holds the VM, where
+** ljperf finds it by its magic; a fork child has its own copy.
 */
 LJ_ASMF void lj_vm_perfkick(void);
 #if LJ_HASJIT
@@ -210,7 +210,7 @@ void LJ_FASTCALL lj_perf_kick(lua_State *L, const BCIns *pc)
 #if LJ_HASJIT
 /* The kick's way into a thread that runs trace code of G: ljperf, with the
 ** thread stopped between two instructions of a trace, made it call
-** lj_vm_perfinject, which saves every register the trace may use, calls
+** ->vm_perfinject (vm_x64.dasc), which saves every register the trace may use, calls
 ** this with *RBP the trace's rbp, and resumes the trace with what *RBP is
 ** then. Polls as a GC step of the trace would (lj_gc_step_jit), nothing
 ** more; the trace's own rbp becomes L's top frame record if that switched

@@ -28,15 +28,16 @@ set(LJPERF_LUAJIT_MAKEFLAGS
     "PREFIX=${CMAKE_BINARY_DIR}"
     "Q=")
 
-# The emitter's own sources (emitter/*.c) are compiled with -Wall -Wextra;
+# ljperf's own sources (vm_patch/src/*.c, emitter/*.c) are compiled with -Wall -Wextra;
 # LuaJIT's keep its Makefile's -Wall. A target-specific CCWARN for their
 # objects does it (their _dyn.o come from the same recipe); the control
 # tree has no such objects, so both variants still get the same flags.
 # -DLJPERF_WERROR=ON (CI) makes their warnings errors. Trees built with
 # their own CMake (tarantool/luajit) compile them with the tree's flags.
-option(LJPERF_WERROR "Make warnings in ljperf's own C sources (emitter/) errors" OFF)
-file(GLOB ljperf_emitter_c RELATIVE "${PROJECT_SOURCE_DIR}/emitter" CONFIGURE_DEPENDS
-     "${PROJECT_SOURCE_DIR}/emitter/*.c")
+option(LJPERF_WERROR "Make warnings in ljperf's own C sources (vm_patch/src, emitter/) errors" OFF)
+file(GLOB ljperf_emitter_c CONFIGURE_DEPENDS
+     "${PROJECT_SOURCE_DIR}/vm_patch/src/*.c" "${PROJECT_SOURCE_DIR}/emitter/*.c")
+list(TRANSFORM ljperf_emitter_c REPLACE "^.*/" "")
 list(SORT ljperf_emitter_c)
 list(TRANSFORM ljperf_emitter_c REPLACE "[.]c$" ".o")
 list(JOIN ljperf_emitter_c " " ljperf_emitter_o)

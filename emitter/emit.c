@@ -130,6 +130,14 @@ static LJPName ljp_name_prep(const char *name, char *cbuf, size_t sz)
   return nm;
 }
 
+/* The first drop of a kind is told at once, the count at close. Called
+** with ljp_lock held. */
+static void ljp_dropped(LJPDrop what)
+{
+  if ((unsigned)what < LJP_DROP__MAX && ljp_drops[what]++ == 0)
+    ljp_say("%s (reported once; the count follows at exit)", ljp_dropwhat[what]);
+}
+
 void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
 		   const void *bytes, const LJPLine *lines, size_t nlines)
 {
@@ -138,7 +146,9 @@ void ljp_emit_load(uint64_t addr, uint64_t size, const char *name,
   pthread_mutex_lock(&ljp_lock);
   ljp_check_fork();
   if (ljp_map_isopen()) ljp_map_load(addr, size, &nm, ljp_batch > 0);
-  if (ljp_jd_isopen()) ljp_jd_load(addr, size, &nm, bytes, lines, nlines, ljp_batch > 0);
+  if (ljp_jd_isopen() &&
+      ljp_jd_load(addr, size, &nm, bytes, lines, nlines, ljp_batch > 0))
+    ljp_dropped(LJP_DROP_TOOBIG);
   pthread_mutex_unlock(&ljp_lock);
 }
 
@@ -152,7 +162,8 @@ void ljp_emit_trace(uint64_t addr, uint64_t size, const char *name,
   if (ljp_map_isopen()) ljp_map_load(addr, size, &nm, ljp_batch > 0);
   if (ljp_jd_isopen()) {
     uint64_t index = ljp_jd_nextindex();
-    ljp_jd_load(addr, size, &nm, NULL, lines, nlines, ljp_batch > 0);
+    if (ljp_jd_load(addr, size, &nm, NULL, lines, nlines, ljp_batch > 0))
+      ljp_dropped(LJP_DROP_TOOBIG);
     if (inl && ljp_inl_isopen() && ljp_jd_nextindex() != index)
       ljp_inl_trace(index, addr, size, inl, ljp_batch > 0);
   }
@@ -176,13 +187,6 @@ void ljp_emit_batch_end(void)
     if (ljp_inl_isopen()) ljp_inl_flush();
   }
   pthread_mutex_unlock(&ljp_lock);
-}
-
-/* The first drop of a kind is told at once, the count at close. */
-void ljp_dropped(LJPDrop what)
-{
-  if ((unsigned)what < LJP_DROP__MAX && ljp_drops[what]++ == 0)
-    ljp_say("%s (reported once; the count follows at exit)", ljp_dropwhat[what]);
 }
 
 void ljp_emit_drop(LJPDrop what)

@@ -20,7 +20,7 @@
 ** - While open, the first page is mmapped PROT_READ|PROT_EXEC, MAP_PRIVATE:
 **   that mmap event is how perf record/inject find the dump.
 ** - A load whose record would not fit perf's 32-bit total_size is left out
-**   of the dump (ljp_dropped: told on stderr, counted).
+**   of the dump: ljp_jd_load returns 1 and its caller counts the drop.
 */
 #include "ljperf_emit_common.h"
 #include "ljperf_jitdump.h"
@@ -218,8 +218,8 @@ void ljp_jd_flush(void)
     ljp_jd_fail(NULL, errno);
 }
 
-void ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
-		 const void *bytes, const LJPLine *lines, size_t nlines, int defer)
+int ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
+		const void *bytes, const LJPLine *lines, size_t nlines, int defer)
 {
   LJPBuf *b = &ljp_jd.buf;
   uint64_t ts = ljp_jd_now();
@@ -227,13 +227,11 @@ void ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
   size_t nl = name->n + 1;
   int r;
   if (nl > UINT32_MAX - sizeof(LJPJdLoad) ||  /* total_size is 32 bits */
-      size > UINT32_MAX - sizeof(LJPJdLoad) - nl) {
-    ljp_dropped(LJP_DROP_TOOBIG);
-    return;
-  }
+      size > UINT32_MAX - sizeof(LJPJdLoad) - nl)
+    return 1;
   b->len = 0;
   if ((r = ljp_jd_debug(ts, addr, size, lines, nlines)) < 0) goto nomem;
-  if (r > 0) ljp_dropped(LJP_DROP_TOOBIG);  /* the load goes without lines */
+  /* r > 0: the load goes without lines (returned: a drop). */
   size_t load = b->len;
   if (ljp_buf_reserve(b, sizeof(LJPJdLoad)) < 0) goto nomem;
   b->len += sizeof(LJPJdLoad);
@@ -265,9 +263,10 @@ void ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
   if (ljp_put(ljp_jd.f.fd, &ljp_jd.pend, &ljp_jd.f.off, defer,
 	      b->p, b->len, code, (size_t)size) < 0)
     ljp_jd_fail(NULL, errno);
-  return;
+  return r;
 nomem:
   ljp_jd_fail(NULL, ENOMEM);
+  return 0;
 }
 
 void ljp_jd_close(void)

@@ -3,7 +3,7 @@
 ** Not part of the API (see ljperf_emit.h).
 **
 ** Locking: one process-wide mutex (ljp_lock, in emit.c) serialises every
-** API call; all ljp_map_* / ljp_jd_* / ljp_dropped calls run with it held.
+** API call; all ljp_map_* / ljp_jd_* / ljp_inl_* calls run with it held.
 ** Fork: state belongs to ljp_owner (emit.c, the pid that opened the files).
 ** A call from another pid first "abandons" the inherited outputs: it
 ** closes the fds and unmaps without writing a byte, then opens files for
@@ -267,9 +267,6 @@ static inline int ljp_buf_name(LJPBuf *b, const LJPName *name)
 
 /* -- Writers (called with ljp_lock held, pid already checked) ------------- */
 
-/* emit.c: counts a drop (ljp_emit_drop with the lock held). */
-LJP_HIDDEN void ljp_dropped(LJPDrop what);
-
 /* perfmap.c. open: 0 ok / -1 failed (message printed, output disabled
 ** for this pid). abandon: close without writing (inherited after fork). */
 LJP_HIDDEN int ljp_map_open(pid_t pid);
@@ -279,11 +276,13 @@ LJP_HIDDEN void ljp_map_flush(void);
 LJP_HIDDEN void ljp_map_close(void);
 LJP_HIDDEN void ljp_map_abandon(void);
 
-/* jitdump.c, same conventions. DIR is already resolved (never NULL). */
+/* jitdump.c, same conventions. DIR is already resolved (never NULL).
+** load: 1 if the load, or its lines, did not fit a record (a
+** LJP_DROP_TOOBIG for the caller to count), else 0. */
 LJP_HIDDEN int ljp_jd_open(pid_t pid, const char *dir);
 LJP_HIDDEN int ljp_jd_isopen(void);
-LJP_HIDDEN void ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
-			    const void *bytes, const LJPLine *lines, size_t nlines, int defer);
+LJP_HIDDEN int ljp_jd_load(uint64_t addr, uint64_t size, const LJPName *name,
+			   const void *bytes, const LJPLine *lines, size_t nlines, int defer);
 LJP_HIDDEN void ljp_jd_flush(void);
 LJP_HIDDEN void ljp_jd_forget_tid(void);
 LJP_HIDDEN void ljp_jd_close(void);

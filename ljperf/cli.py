@@ -81,7 +81,7 @@ def resolve_command(name):
 
 def mem_rate(text):
     """--mem-rate BYTES: a whole number of bytes, or with a k/m/g suffix
-    (KiB, MiB, GiB), within what the VM takes (lj_perf.h)."""
+    (KiB, MiB, GiB), within what the VM takes (lj_perfmem.h)."""
     t = text.strip().lower().rstrip("b")
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(t[-1:], 1)
     if mult > 1:

@@ -2,8 +2,8 @@
 --mem allocation samples) on in a
 running ljperf-patched LuaJIT process and off again (docs/remote-switch.md).
 
-The patched VM has one control block per process (emitter/lj_perf.h,
-LJPerfCtl) in the initialised writable data of the file that holds it (the
+The patched VM has one control block per process (vm_patch/src/
+lj_perfremote.h, LJPerfCtl) in the initialised writable data of the file that holds it (the
 executable, libluajit-5.1.so, nginx, tarantool ...). We find it by its magic
 in the process's file-backed writable mappings and write it through
 /proc/PID/mem: exactly who may ptrace the process may do this. Every
@@ -29,7 +29,7 @@ MAGIC = b"\x7fLuaJIT-perfctl\0"
 VERSION = 3
 KICK_VERSION = 2            # the first with the kick's fields
 MEM_VERSION = 3             # the first that samples allocations (mem_rate)
-# emitter/lj_perf.h, LJPerfCtl. Version 1 (VMs before the kick) is the
+# vm_patch/src/lj_perfremote.h, LJPerfCtl. Version 1 (VMs before the kick) is the
 # first 10 fields: it is switched the same way, but never kicked. Version 2
 # has the same size as 3: mem_rate was unused.
 FIELDS = (("magic", "16s"), ("version", "I"), ("size", "I"), ("seq", "I"), ("want", "I"),

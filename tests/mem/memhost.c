@@ -1,6 +1,6 @@
 /*
 ** Allocation samples of the patched VM, switched from a C host
-** (emitter/lj_perfmem.c), without perf: each check prints "ok NAME" or
+** (vm_patch/src/lj_perfmem.c), without perf: each check prints "ok NAME" or
 ** "FAIL NAME: why" and the exit status counts the failures.
 **
 **   start/stop     luaJIT_perf_start(L, "mem") wraps the allocator and the

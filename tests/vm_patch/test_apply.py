@@ -7,6 +7,8 @@ PRISTINE_TREE is the unpatched copy of the LuaJIT tree the build used
   series applies (exit 0, the family on stdout, lj_fprec.c copied in);
 - minimal trees carrying each family's marker are recognised as that
   family (--family-only);
+- --upto NNNN applies a prefix of the series with only its new files, and
+  fails in one line for a number the series lacks;
 - a directory that is no LuaJIT tree, and a tree whose vm_x64.dasc lost a
   line a hunk needs, fail with exit 1 and one line naming the family, the
   patch, the file and the hunk.
@@ -75,6 +77,24 @@ def main():
         rc, out, err = run(good)
         check(rc == 0 and out == fam and os.path.exists(os.path.join(good, "src", "lj_fprec.c")),
               "the pristine tree (%s) takes the series (%r)" % (fam, err))
+
+        # A prefix: the patches through 0003 and exactly the files they bring.
+        part = os.path.join(tmp, "part")
+        shutil.copytree(pristine, part, symlinks=True)
+        rc, out, err = run("--upto", "0003", part)
+        src = os.path.join(part, "src")
+        check(rc == 0 and out == fam and all(os.path.exists(os.path.join(src, f)) for f in
+                                             ("lj_fprec.c", "lj_perf.c", "emit.c"))
+              and not any(os.path.exists(os.path.join(src, f)) for f in
+                          ("lj_perfremote.c", "lj_tracepos.c", "lj_perfmem.c")),
+              "--upto 0003 applies 0001-0003 and brings only their files (%r)" % err)
+        with open(os.path.join(src, "lj_arch.h")) as f:
+            arch = f.read()
+        check("LJ_HASPERF\t" in arch and "LJ_HASPERFREMOTE" not in arch,
+              "--upto 0003 leaves out 0004's switch")
+        rc, out, err = run("--upto", "0042", os.path.join(tmp, "good"))
+        check(rc == 1 and "--upto 0042" in err and "\n" not in err,
+              "--upto naming no patch: one-line error (%r)" % err)
 
         bad = os.path.join(tmp, "bad")
         shutil.copytree(pristine, bad, symlinks=True)

@@ -237,6 +237,21 @@ static void **fprec_fixslot(lua_State *L, void *cf, FPThreads *th)
   return NULL;
 }
 
+/* REC's return address: FPC if it lies in PT's bytecode, else PT's first
+** instruction (a trace exit may run an instruction copy, &T->startins).
+*/
+static LJ_AINLINE void fprec_setret(void **rec, GCproto *pt, const BCIns *fpc)
+{
+  if (!fpc || fpc <= proto_bc(pt) || fpc > proto_bc(pt) + pt->sizebc)
+    fpc = proto_bc(pt) + 1;
+  rec[1] = (void *)fpc;
+}
+
+/* fprec_link: REC is the record below the ones still waiting for it (PEND,
+** PSLOT), and the top one if none was found yet. */
+#define FPREC_LINKTO(rec) \
+  { if (pend) *pend = (rec); if (pslot) *pslot = (rec); if (!top) top = (rec); }
+
 /* Walks L's frames from the top down (mirrors err_unwind()). FP_WRITE:
 ** writes the records of the Lua frames above STOP (all: NULL), each linked
 ** to the next Lua frame below, the frame record of the VM entry below, or
@@ -264,20 +279,15 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
     }
     if (!varg && isluafunc(frame_func(frame))) {
       void **rec = fprec_rec(L, frame);
-      GCproto *pt = funcproto(frame_func(frame));
       if (mode == FP_TOP) return rec;
       if (mode == FP_STOP) {
 	if (stop && frame+1 <= stop) return rec;
       } else {
-	if (pend) *pend = rec;
-	if (pslot) { *pslot = rec; pslot = NULL; }
-	if (!top) top = rec;
+	FPREC_LINKTO(rec);
+	pslot = NULL;
 	if (stop && frame+1 <= stop)
 	  return top;
-	/* A trace exit may run an instruction copy (&T->startins). */
-	if (!fpc || fpc <= proto_bc(pt) || fpc > proto_bc(pt) + pt->sizebc)
-	  fpc = proto_bc(pt) + 1;
-	rec[1] = (void *)fpc;
+	fprec_setret(rec, funcproto(frame_func(frame)), fpc);
 	pend = &rec[0];
       }
     }
@@ -319,9 +329,7 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
     cframe:
       if (!cf) return mode == FP_WRITE ? top : NULL;  /* Not running. */
       if (mode != FP_WRITE) return fprec_cfrec(cf);
-      if (pend) *pend = fprec_cfrec(cf);
-      if (pslot) *pslot = fprec_cfrec(cf);
-      if (!top) top = fprec_cfrec(cf);
+      FPREC_LINKTO(fprec_cfrec(cf));
       pend = NULL;
       pslot = fprec_fixslot(L, cf, th);
       cf = cframe_prev(cf);
@@ -331,6 +339,7 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
   }
   return top;
 }
+#undef FPREC_LINKTO
 
 /* Called by the VM when it resumes interpreting after a trace ran. Records
 ** above the trace's lowest base get rewritten, and the trace's rbp may

@@ -24,10 +24,11 @@
 
 #include "lj_obj.h"
 
-#if LJ_HASPERF
+#if LJ_HASTRACEPOS
 
 #include "lj_frame.h"
 #include "lj_jit.h"
+#include "lj_perfint.h"
 #include "lj_tracepos.h"
 
 /* Grows *V (N used of *SZ elements of ESZ bytes) for one more. 0: no memory
@@ -165,7 +166,7 @@ static LJ_NOINLINE void tp_ins_frames(jit_State *J, TracePos *tp)
   for (j = k; j < n; j++)
     if (!tp_push(tp, j, pts[n-1-j], pcs[n-1-j])) return;
   tp->npath = n;
-  tp->line = lj_tracepos_line(pts[0], proto_bcpos(pts[0], pcs[0]) - 1);
+  tp->line = lj_perf_line(pts[0], proto_bcpos(pts[0], pcs[0]) - 1);
   tp_mark(tp, J->cur.nins, tp->path[n-1]);
 }
 
@@ -179,7 +180,7 @@ void lj_tracepos_ins(jit_State *J)
   if (!tp->valid) return;
   if (J->L->base == tp->base && isluafunc(fn = frame_func(J->L->base - 1))) {
     GCproto *pt = funcproto(fn);
-    BCLine line = lj_tracepos_line(pt, proto_bcpos(pt, J->pc));
+    BCLine line = lj_perf_line(pt, proto_bcpos(pt, J->pc));
     if (line == tp->line && line >= 0 &&
 	tp->node[tp->path[tp->npath-1]].pt == pt)
       return;  /* Same line. */

@@ -1,7 +1,7 @@
 /*
-** Trace positions (ljperf): for each machine-code range of a trace, the Lua
-** frames whose bytecode produced it, innermost first. Copied into LuaJIT's
-** src/ at build time; see lj_tracepos.c.
+** Trace positions (ljperf, patch 0005): for each machine-code range of a
+** trace, the Lua frames whose bytecode produced it, innermost first; see
+** lj_tracepos.c. Without LJ_HASTRACEPOS the hooks are no-ops.
 */
 
 #ifndef _LJ_TRACEPOS_H
@@ -12,7 +12,7 @@
 #include "lj_dispatch.h"
 #include "lj_debug.h"
 
-#if LJ_HASPERF
+#if LJ_HASTRACEPOS
 
 /* A position: the bytecode PC of one frame and the position of its caller
 ** (index+1, 0 for the trace's root frame). PC follows the interpreter's
@@ -64,20 +64,6 @@ LJ_FUNC void lj_tracepos_ins(jit_State *J);
 LJ_FUNC void lj_tracepos_copy(jit_State *J, IRRef ref);
 LJ_FUNC void lj_tracepos_asmstart(jit_State *J, MCode *mctop);
 LJ_FUNC int lj_tracepos_grow(void **v, uint32_t n, uint32_t *sz, size_t esz);
-
-/* Line of instruction POS of PT, as lj_debug_line gives it; read directly
-** for instructions inside PT (once per recorded or described instruction). */
-static LJ_AINLINE BCLine lj_tracepos_line(GCproto *pt, BCPos pos)
-{
-  const void *li = proto_lineinfo(pt);
-  if (li && pos - 1 < pt->sizebc - 1) {  /* 0 < pos < sizebc */
-    pos--;
-    return pt->firstline + (BCLine)(pt->numline < 256 ?
-      ((const uint8_t *)li)[pos] : pt->numline < 65536 ?
-      ((const uint16_t *)li)[pos] : ((const uint32_t *)li)[pos]);
-  }
-  return lj_debug_line(pt, pos);
-}
 
 /* Room for one more element in array V (N used of SZ). 0: no memory. */
 #define tp_room(v, n, sz) \

@@ -1,5 +1,5 @@
 /*
-** Allocation samples for perf (ljperf record --mem, docs/memory.md).
+** Allocation samples for perf (patch 0006; ljperf record --mem).
 **
 ** While on, a state's allocator (g->allocf) is wrapped. Every RATE bytes on
 ** average (exponential gaps, as Go's heap profiler) an allocation traps, and
@@ -37,7 +37,7 @@
 
 #include "lj_obj.h"
 #include "lj_frame.h"
-#include "lj_perf.h"
+#include "lj_perfmem.h"
 
 #if LJ_HASPERF && LJ_TARGET_X64
 

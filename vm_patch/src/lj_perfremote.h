@@ -1,20 +1,13 @@
 /*
-** ljperf hooks called by the patched LuaJIT VM (implemented in lj_perf.c).
-** Compiled inside LuaJIT's src/ directory: the build copies emitter/ there.
-** Without LJ_HASPERF (LUAJIT_DISABLE_PERF) the hooks are no-ops.
+** ljperf remote switch (patch 0004; lj_perfremote.c): ljperf record -p
+** switches recording on and off in a running process.
 */
-#ifndef LJ_PERF_H
-#define LJ_PERF_H
+#ifndef _LJ_PERFREMOTE_H
+#define _LJ_PERFREMOTE_H
 
 #include "lj_obj.h"
-#include "lj_jit.h"
 
-/* What a global_State describes to perf (global_State.perfmask): the
-** LUAJIT_PERF_* bits of luajit.h (map, jitdump, frames), as
-** luaJIT_perf_status returns them.
-*/
-
-/* The remote switch (ljperf record -p PID; docs/remote.md): one control
+/* The remote switch (ljperf record -p PID; docs/remote-switch.md): one control
 ** block per process, in initialised writable data, found by ljperf by its
 ** magic and written through /proc/PID/mem. Every global_State polls it at
 ** its GC steps and trace exits: one load and compare while SEQ is what it
@@ -22,7 +15,7 @@
 ** loop that never allocates, a trace that never exits) is kicked: with the
 ** process's threads stopped, ljperf points the state's instruction dispatch
 ** at ->vm_perfkick, which restores it and polls (lj_perf_kick), and makes a
-** thread that runs trace code call lj_vm_perfinject, which saves every
+** thread that runs trace code call ->vm_perfinject, which saves every
 ** register, polls (lj_perf_inject) and returns into the trace. The block
 ** publishes what that needs: the list of states and where their dispatch
 ** tables and trace code are.
@@ -67,31 +60,18 @@ LJ_FUNC void LJ_FASTCALL lj_perf_remote(lua_State *L);
 #define lj_perf_poll(L) \
   do { if (LJ_UNLIKELY(lj_perf_ctl.seq != G(L)->perfseen)) \
 	 lj_perf_remote(L); } while (0)
-LJ_FUNC void lj_perf_init(lua_State *L);	/* End of lua_newstate. */
-LJ_FUNC void lj_perf_inject(global_State *g, void **rbp);  /* The kick. */
-LJ_FUNC void lj_perf_close(global_State *g);	/* Start of lua_close. */
-LJ_FUNC void lj_perf_chunk(lua_State *L, GCproto *pt);  /* Chunk loaded. */
-LJ_FUNC void lj_perf_trace(jit_State *J, GCtrace *T);	 /* Trace saved. */
-LJ_FUNC int luaopen_jit_perf(lua_State *L);	/* require "jit.perf" */
+/* lj_perf_init: G accepts the switch unless REFUSE (a scratch state) or
+** LUAJIT_PERF_REMOTE=0. lj_perf_close: G leaves it. */
+LJ_FUNC void lj_perfremote_init(global_State *g, int refuse);
+LJ_FUNC void lj_perfremote_close(global_State *g);
+/* LUAJIT_PERF_REMOTE if the remote switch started some part of MASK. */
+#define lj_perfremote_status(g, mask) \
+  (((g)->perfremote & (mask)) ? (unsigned)LUAJIT_PERF_REMOTE : 0u)
 #else
-#define lj_perf_init(L)		UNUSED(L)
-#define lj_perf_close(g)	UNUSED(g)
-#define lj_perf_chunk(L, pt)	UNUSED(pt)
-#define lj_perf_trace(J, T)	UNUSED(T)
 #define lj_perf_poll(L)		UNUSED(L)
 #endif
-
-/* Allocation samples (lj_perfmem.c): the mean gap in bytes between two, by
-** default and at most (LUAJIT_PERF_MEMRATE, ljperf record --mem-rate).
-*/
-#define LJ_PERFMEM_RATE		524288u
-#define LJ_PERFMEM_MINRATE	64u
-#define LJ_PERFMEM_MAXRATE	0xffffffffu
-/* Start wraps G's allocator (RATE 0: LUAJIT_PERF_MEMRATE or the default);
-** 0 if it cannot. Stop unwraps it (CLOSING: lua_close).
-*/
-LJ_FUNC int lj_perfmem_start(global_State *g, uint64_t rate);
-LJ_FUNC void lj_perfmem_stop(global_State *g, int closing);
-LJ_FUNC int lj_perfmem_on(global_State *g);
+/* Called by ->vm_perfkick and ->vm_perfinject (vm_x64.dasc). */
+LJ_FUNCA void LJ_FASTCALL lj_perf_kick(lua_State *L, const BCIns *pc);
+LJ_FUNCA void lj_perf_inject(global_State *g, void **rbp);
 
 #endif

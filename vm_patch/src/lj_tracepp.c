@@ -1,0 +1,134 @@
+/*
+** Patch points in trace machine code (ljperf).
+**
+** While recording (DISPMODE_FPREC), trace code keeps rbp at a record slot
+** {next, call site} in the 16 bytes below the interpreter's C frame
+** (TRACEPP_SLOT; they hold what stock traces save r13 and r12 in): next is
+** the record of the Lua frame the trace runs in, and each C call stores its
+** return address as the call site. perf thus walks from any callee, framed
+** or not, to the trace's code at the call and on through the Lua frames.
+** ->vm_fp_jentry sets rbp and next when the interpreter enters a trace,
+** RETF moves next (asm_retf), and a trace exit relinks rbp (lj_fprec.c).
+**
+** That work sits behind patch points the assembler reserves (asm_ppsite,
+** lj_asm_x86.h): a 2-byte short jump over the block. Every trace is
+** assembled in that form, whatever the mode, so its IR, layout, addresses
+** and jitdump never depend on it.
+**
+** Invariants:
+** - While DISPMODE_FPREC is set, every patch point of every trace of the
+**   state is a 2-byte NOP (66 90) falling into its block; while it is not,
+**   the short jump it was assembled as. Only those two bytes ever change,
+**   and the blocks only write the record slot, fprec_vbase and rbp.
+** - Only the thread that owns the state flips them: when the mode changes
+**   (lj_dispatch_update) and, for a new trace, when it is saved, after it
+**   was described to perf. The thread then runs C code, at an instruction
+**   boundary of any trace it is in, so either form is whole wherever the
+**   trace goes on. Protection goes through lj_mcode_patch (W^X kept).
+** - rbp points at the slot in trace code while recording, except after a
+**   start inside a trace (the kick, a GC step) until its next RETF or exit:
+**   those samples miss the trace's frames, as before it had any.
+** - A trace keeps its points as offsets from its mcode (T->pp: offset << 8
+**   | the jump's displacement), freed with the trace.
+*/
+
+#define lj_tracepp_c
+#define LUA_CORE
+
+#include "lj_obj.h"
+
+#if LJ_HASJIT && LJ_HASFPREC
+
+#include "lj_gc.h"
+#include "lj_jit.h"
+#include "lj_mcode.h"
+#include "lj_trace.h"
+#include "lj_dispatch.h"
+#include "lj_tracepp.h"
+
+#define TRACEPP_JMPS	0xeb	/* jmp rel8 (XI_JMPs) */
+
+LJ_ASMF void lj_vm_fp_jentry(void);
+LJ_ASMF void lj_vm_fp_jentry_off(void);
+
+void lj_tracepp_init(global_State *g)
+{
+  g->fprec_jentry = (void *)lj_vm_fp_jentry_off;
+}
+
+/* A patch point the assembler just emitted at SITE. Assembly starts over
+** (lj_tracepp_reset) whenever the assembler retries.
+*/
+void lj_tracepp_add(jit_State *J, MCode *site)
+{
+  if (J->ppn >= J->ppsz)
+    lj_mem_growvec(J->L, J->ppbuf, J->ppsz, LJ_MAX_MEM32, MCode *);
+  J->ppbuf[J->ppn++] = site;
+}
+
+/* A displacement from the stack pointer to the record slot, which the
+** assembler completes with the trace's stack adjustment (asm_ppfixup).
+*/
+void lj_tracepp_adddisp(jit_State *J, MCode *disp)
+{
+  if (J->pdn >= J->pdsz)
+    lj_mem_growvec(J->L, J->pdbuf, J->pdsz, LJ_MAX_MEM32, MCode *);
+  J->pdbuf[J->pdn++] = disp;
+}
+
+static void tracepp_set(GCtrace *T, int on)
+{
+  uint32_t i;
+  for (i = 0; i < T->npp; i++) {
+    MCode *p = T->mcode + (T->pp[i] >> 8);
+    p[0] = on ? 0x66 : TRACEPP_JMPS;
+    p[1] = on ? 0x90 : (MCode)(T->pp[i] & 0xff);
+  }
+}
+
+static void tracepp_flipone(jit_State *J, GCtrace *T, int on)
+{
+  MCode *area = lj_mcode_patch(J, T->mcode, 0);
+  tracepp_set(T, on);
+  lj_mcode_patch(J, area, 1);
+}
+
+/* Keeps the points of the trace being saved with it (after lj_perf_trace
+** described its code), in the form of the current mode.
+*/
+void lj_tracepp_save(jit_State *J, GCtrace *T)
+{
+  uint32_t i, n = J->ppn;
+  T->pp = NULL;
+  T->npp = 0;
+  J->ppn = J->pdn = 0;
+  if (!n) return;
+  T->pp = lj_mem_newvec(J->L, n, uint32_t);
+  for (i = 0; i < n; i++) {
+    MCode *p = J->ppbuf[i];
+    lj_assertJ(p[0] == TRACEPP_JMPS, "patch point not a short jump");
+    T->pp[i] = ((uint32_t)(p - T->mcode) << 8) | p[1];
+  }
+  T->npp = n;
+  if ((J2G(J)->dispatchmode & DISPMODE_FPREC))
+    tracepp_flipone(J, T, 1);
+}
+
+void lj_tracepp_free(global_State *g, GCtrace *T)
+{
+  lj_mem_freevec(g, T->pp, T->npp, uint32_t);
+}
+
+/* The mode changed: the trace entry and every trace's points follow. */
+void lj_tracepp_flip(jit_State *J, int on)
+{
+  TraceNo i;
+  J2G(J)->fprec_jentry = on ? (void *)lj_vm_fp_jentry :
+			      (void *)lj_vm_fp_jentry_off;
+  for (i = 1; i < (TraceNo)J->sizetrace; i++) {
+    GCtrace *T = traceref(J, i);
+    if (T && T->npp) tracepp_flipone(J, T, on);
+  }
+}
+
+#endif

@@ -149,6 +149,12 @@ class Folder:
         ccall = False              # the frame just before was lj_ccall_func
         for i, fr in enumerate(frames):
             k = fr.kind
+            if k == K_TRACE and i and frames[i - 1].kind == K_TRACE and \
+                    (i == 1 or frames[i - 1] is fr):
+                # The record slot of trace code (vm_patch 0007): under trace
+                # code its last call site, under a framed callee the call
+                # site that callee's own record has.
+                continue
             if k == K_VM:
                 if self.keep_vm:
                     out.append((fr.name, "vm", None, _where(fr)))

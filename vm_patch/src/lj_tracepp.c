@@ -7,8 +7,9 @@
 ** the record of the Lua frame the trace runs in, and each C call stores its
 ** return address as the call site. perf thus walks from any callee, framed
 ** or not, to the trace's code at the call and on through the Lua frames.
-** ->vm_fp_jentry sets rbp and next when the interpreter enters a trace,
-** RETF moves next (asm_retf), and a trace exit relinks rbp (lj_fprec.c).
+** ->vm_fp_jentry sets rbp, next and (to the trace's entry: perf then reads
+** trace code, never a stale word) the call site when the interpreter enters
+** a trace; RETF moves next (asm_retf), and a trace exit relinks rbp.
 **
 ** That work sits behind patch points the assembler reserves (asm_ppsite,
 ** lj_asm_x86.h): a 2-byte short jump over the block. Every trace is

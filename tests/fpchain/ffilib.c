@@ -19,9 +19,9 @@ double ffilib_each(long n, double (*cb)(long))
 /* Trace call records (tests/inline): a C function without a frame pointer,
 ** and a tiny one with one (its entry and exit windows are most of it). */
 __attribute__((noinline, optimize("omit-frame-pointer")))
-double ffilib_frameless(long n)
+double ffilib_frameless(double y, long n)
 {
-  volatile double x = 1.0;
+  volatile double x = y;
   long i;
   for (i = 0; i < n; i++) x = x * 1.0000002 + 1e-9;
   return x;

@@ -3,11 +3,7 @@
 -- Prints one line per phase; the first ("costs") is the ground truth: the
 -- time per call of f1, f2 and f3 measured alone, each in its own loop.
 local ffi = require("ffi")
-ffi.cdef[[
-double ffilib_spin(long n);
-double ffilib_frameless(long n);
-double ffilib_tiny(double y);
-]]
+ffi.cdef[[double ffilib_spin(long n); double ffilib_frameless(double y, long n); double ffilib_tiny(double y);]]
 local lib = ffi.load(assert(arg[1], "usage: inline.lua FFILIB CMODDIR [SECONDS]"))
 package.cpath = assert(arg[2]) .. "/?.so;" .. package.cpath
 local cmod = require("cmod")
@@ -55,11 +51,12 @@ local function g2(y) return g1(y * 0.5) * 2 end
 local function fc(y) return lib.ffilib_spin(2000) + y * 0.5 end
 
 -- C called from inlined code (trace call records): k1 calls libm, k2 a C
--- function without a frame pointer, k3 a tiny one.
+-- function without a frame pointer, k3 a tiny one. Each needs the result of
+-- the one before: their costs add up.
 local sin = math.sin
 local function k1(y) return sin(y) * 0.5 + 1 end
-local function k2(y) return lib.ffilib_frameless(10) + y * 0.5 end
-local function k3(y) return lib.ffilib_tiny(y) end
+local function k2(y) return lib.ffilib_frameless(y, 10) * 0.5 end
+local function k3(y) return lib.ffilib_tiny(y) + 0 end  -- not a tail call
 
 -- Side trace: h1 runs on a side exit of the loop's trace.
 local function h1(y) return f2(y) * 0.5 end

@@ -113,6 +113,7 @@ def check_callmix(st, costs):
             % (MIN_MIX, total // PERIOD))
     csum = sum(costs.values())
     print("%-4s %9s %9s %14s" % ("fn", "measured", "profiled", "callee samples"))
+    res = []
     for f, is_callee in sorted(CALLEES.items()):
         want = 100.0 * costs[f] / csum
         got = share(count[f], total, "callmix")
@@ -121,6 +122,8 @@ def check_callmix(st, costs):
         under_f = sum(n for fr, n in callee if len(fr) > 1 and fname(fr[-2]) == f)
         print("%-4s %8.1f%% %8.1f%% %6d, %5.1f%% under %s" % (
             f, want, got, ncallee // PERIOD, share(under_f, ncallee, f), f))
+        res.append((f, want, got, ncallee, under_f))
+    for f, want, got, ncallee, under_f in res:
         t.check(abs(got - want) <= 3.0, "callmix: %s's share %.1f%% within 3 points of its "
                 "measured cost %.1f%%" % (f, got, want))
         t.check(under_f >= 0.95 * ncallee, "callmix: >= 95%% of the samples in %s's callee "

@@ -2,8 +2,8 @@
 ** Patch points in trace machine code (ljperf).
 **
 ** While recording (DISPMODE_FPREC), trace code keeps rbp at a record slot
-** {next, call site} in the 16 bytes below the interpreter's C frame
-** (TRACEPP_SLOT; they hold what stock traces save r13 and r12 in): next is
+** {next, call site}: the two words stock traces save r13 and r12 in
+** (TRACEPP_SLOT from the stack pointer a trace is entered with). next is
 ** the record of the Lua frame the trace runs in, and each C call stores its
 ** return address as the call site. perf thus walks from any callee, framed
 ** or not, to the trace's code at the call and on through the Lua frames.

@@ -10,8 +10,9 @@
 #include "lj_jit.h"
 
 /* The record slot {next, call site} traces keep while recording: 16 bytes
-** at this offset from the stack pointer a trace is entered with (the slots
-** stock traces save r13 and r12 in).
+** at this offset from the stack pointer a trace is entered with, the two
+** words stock traces save r13 and r12 in (the second is the interpreter's
+** TMP1/MULTRES, dead while a trace runs).
 */
 #define TRACEPP_SLOT	8
 

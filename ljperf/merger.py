@@ -141,6 +141,7 @@ class Folder:
         lj_merge --help, Frames): VM plumbing and the FFI call machinery
         dropped; a trace merges with the frame of its own function right
         below it; lj_ff_x + lj_ffh_x is one builtin call."""
+        frames = without_slot(frames)
         out = []
         prev_owner = None          # root function of the trace just emitted
         stale = None               # the function that trace started in, if it returned
@@ -210,6 +211,22 @@ class Folder:
                 return None
             return ld.line_at(pc)
         return None
+
+
+def without_slot(frames):
+    """FRAMES (leaf first) without the call sites the record slot of trace
+    code adds (vm_patch 0007): under trace code its last call site, under a
+    framed callee of a trace the call site that callee's record has too."""
+    out = None
+    for i in range(1, len(frames)):
+        fr = frames[i]
+        prev = frames[i - 1]
+        if fr.kind == K_TRACE and prev.kind == K_TRACE and (i == 1 or prev is fr):
+            if out is None:
+                out = list(frames[:i])
+        elif out is not None:
+            out.append(fr)
+    return frames if out is None else tuple(out)
 
 
 def _where(fr):

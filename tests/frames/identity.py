@@ -119,16 +119,21 @@ def lua_sequence(sample, res, t):
     None if a frame in guest memory resolves to nothing."""
     seq = []
     prev_trace = None
-    for addr, sym, _, dso in sample.frames:
+    trace_addr = None  # address of the frame just read, if trace code
+    for i, (addr, sym, _, dso) in enumerate(sample.frames):
         if guest(dso):
             ld = res.load(addr, t)
             if ld is None:
                 return None
             if ld.name.startswith("TRACE_"):
+                if trace_addr is not None and (i == 1 or addr == trace_addr):
+                    continue  # the record slot's call site (vm_patch 0007)
+                trace_addr = addr
                 owner = short(ld.name.split("::", 2)[2])
                 seq.append(owner)
                 prev_trace = owner
                 continue
+            trace_addr = None
             name = short(ld.name)
             if prev_trace == name and seq and seq[-1] == name:
                 prev_trace = None
@@ -136,7 +141,7 @@ def lua_sequence(sample, res, t):
             seq.append(name)
         elif sym in C_NAMES:
             seq.append(sym)
-        prev_trace = None
+        prev_trace = trace_addr = None
     return list(reversed(seq))
 
 

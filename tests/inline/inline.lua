@@ -3,7 +3,7 @@
 -- Prints one line per phase; the first ("costs") is the ground truth: the
 -- time per call of f1, f2 and f3 measured alone, each in its own loop.
 local ffi = require("ffi")
-ffi.cdef[[double ffilib_spin(long n);]]
+ffi.cdef[[double ffilib_spin(long n); double ffilib_frameless(double y, long n); double ffilib_tiny(double y);]]
 local lib = ffi.load(assert(arg[1], "usage: inline.lua FFILIB CMODDIR [SECONDS]"))
 package.cpath = assert(arg[2]) .. "/?.so;" .. package.cpath
 local cmod = require("cmod")
@@ -50,6 +50,14 @@ local function g2(y) return g1(y * 0.5) * 2 end
 -- A C function (frame pointers) called through the FFI from inlined code.
 local function fc(y) return lib.ffilib_spin(2000) + y * 0.5 end
 
+-- C called from inlined code (trace call records): k1 calls libm, k2 a C
+-- function without a frame pointer, k3 a tiny one. Each needs the result of
+-- the one before: their costs add up.
+local sin = math.sin
+local function k1(y) return sin(y) * 0.5 + 1 end
+local function k2(y) return lib.ffilib_frameless(y, 10) * 0.5 end
+local function k3(y) return lib.ffilib_tiny(y) + 0 end  -- not a tail call
+
 -- Side trace: h1 runs on a side exit of the loop's trace.
 local function h1(y) return f2(y) * 0.5 end
 
@@ -77,6 +85,10 @@ local function only3(n) local y = 1 for _ = 1, n do y = f3(y) end return y end
 local function none(n) local y = 1 for _ = 1, n do y = y + 1 end return y end
 
 local function mix(n) local y = 1 for _ = 1, n do y = f3(f2(f1(y))) end return y end
+local function onlyk1(n) local y = 1 for _ = 1, n do y = k1(y) end return y end
+local function onlyk2(n) local y = 1 for _ = 1, n do y = k2(y) end return y end
+local function onlyk3(n) local y = 1 for _ = 1, n do y = k3(y) end return y end
+local function callmix(n) local y = 1 for _ = 1, n do y = k3(k2(k1(y))) end return y end
 local function twolevel(n) local y = 1 for _ = 1, n do y = g2(y) end return y end
 local function ffiloop(n) local y = 1 for _ = 1, n do y = fc(y) end return y end
 local function sideloop(n)
@@ -119,8 +131,11 @@ local N = 200000
 local t0 = timed(none, N)
 local c1, c2, c3 = timed(only1, N) - t0, timed(only2, N) - t0, timed(only3, N) - t0
 print(("costs f1=%.4g f2=%.4g f3=%.4g"):format(c1, c2, c3))
+local k1c, k2c, k3c = timed(onlyk1, N) - t0, timed(onlyk2, N) - t0, timed(onlyk3, N) - t0
+print(("callcosts k1=%.4g k2=%.4g k3=%.4g"):format(k1c, k2c, k3c))
 io.stdout:flush()
 run("mix", mix, N)
+run("callmix", callmix, N)
 run("twolevel", twolevel, N)
 run("ffiloop", ffiloop, 2000)
 run("sideloop", sideloop, N)

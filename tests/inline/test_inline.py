@@ -93,6 +93,43 @@ def check_mix(st, costs):
                 "its measured cost %.1f%%" % (f, got, TOLERANCE, want))
 
 
+CALLEES = {"k1": lambda leaf: "sin" in leaf,          # libm's sin (__sin_fma...)
+           "k2": lambda leaf: leaf == "ffilib_frameless",
+           "k3": lambda leaf: leaf == "ffilib_tiny"}
+
+
+def check_callmix(st, costs):
+    """C called from a trace (vm_patch 0007): each inlined function that calls
+    C keeps its share, and a sample in the C function it calls sits right
+    under it."""
+    rows = under(st, "callmix")
+    count = collections.Counter()
+    for fr, n in rows:
+        inner = [fname(f) for f in fr[1:] if fname(f) in CALLEES]
+        if inner:
+            count[inner[-1]] += n
+    total = sum(count.values())
+    t.check(total // PERIOD >= MIN_MIX, "callmix: at least %d samples in k1..k3 (%d)"
+            % (MIN_MIX, total // PERIOD))
+    csum = sum(costs.values())
+    print("%-4s %9s %9s %14s" % ("fn", "measured", "profiled", "callee samples"))
+    res = []
+    for f, is_callee in sorted(CALLEES.items()):
+        want = 100.0 * costs[f] / csum
+        got = share(count[f], total, "callmix")
+        callee = [(fr, n) for fr, n in rows if is_callee(fname(fr[-1]))]
+        ncallee = sum(n for _, n in callee)
+        under_f = sum(n for fr, n in callee if len(fr) > 1 and fname(fr[-2]) == f)
+        print("%-4s %8.1f%% %8.1f%% %6d, %5.1f%% under %s" % (
+            f, want, got, ncallee // PERIOD, share(under_f, ncallee, f), f))
+        res.append((f, want, got, ncallee, under_f))
+    for f, want, got, ncallee, under_f in res:
+        t.check(abs(got - want) <= 3.0, "callmix: %s's share %.1f%% within 3 points of its "
+                "measured cost %.1f%%" % (f, got, want))
+        t.check(under_f >= 0.95 * ncallee, "callmix: >= 95%% of the samples in %s's callee "
+                "sit right under %s (%.1f%%)" % (f, f, share(under_f, ncallee, f)))
+
+
 def fraction(st, phase, pred, what, need):
     rows = under(st, phase)
     tot = sum(n for _, n in rows)
@@ -120,9 +157,13 @@ def case_shares(s):
     m = re.search(r"costs f1=(\S+) f2=(\S+) f3=(\S+)", r.stdout)
     t.check(m is not None, "the program printed its measured costs")
     costs = {"f1": float(m.group(1)), "f2": float(m.group(2)), "f3": float(m.group(3))}
+    m = re.search(r"callcosts k1=(\S+) k2=(\S+) k3=(\S+)", r.stdout)
+    t.check(m is not None, "the program printed its measured call costs")
+    callcosts = {"k1": float(m.group(1)), "k2": float(m.group(2)), "k3": float(m.group(3))}
     t.check(glob.glob(os.path.join(out, "jit-*.dump.inline")), "the VM wrote jit-PID.dump.inline")
     st = stacks(out)
     check_mix(st, costs)
+    check_callmix(st, callcosts)
     # g2 inlines g1, which does the work: both frames, in call order.
     fraction(st, "twolevel", lambda fr: names(fr)[1:3] == ["g2", "g1"] and
              jit(fr[1]) and jit(fr[2]), "twolevel > g2 > g1 (trace frames)", 80)

@@ -115,9 +115,14 @@ void lj_tracepp_save(jit_State *J, GCtrace *T)
     tracepp_flipone(J, T, 1);
 }
 
+/* Called when a trace is freed or flushed (then traceno is 0 and
+** lj_trace_free skips this: its points go with the flush).
+*/
 void lj_tracepp_free(global_State *g, GCtrace *T)
 {
   lj_mem_freevec(g, T->pp, T->npp, uint32_t);
+  T->pp = NULL;
+  T->npp = 0;
 }
 
 /* The mode changed: the trace entry and every trace's points follow. */

@@ -11,8 +11,8 @@
 **        frees only); the chain's SKIP leaf frames are the wrapper's own
 **        (the trap's IP, and perfmem_allocf if it is there)
 **   AX   the block's size in bytes     DX  its address
-**   SI   RATE | PHASE<<32              R8  the trap's sequence number (the
-**        kernel may count one fault twice)
+**   SI   RATE | (PHASE & 0xffff)<<32 | (LASTEND & 0xffff)<<48
+**   R8   the trap's sequence number (the kernel may count one fault twice)
 **   R13  the interpreter's PC in the innermost Lua frame, as in CPU
 **        samples; 0 when not known here (a trace: its address is in the
 **        chain)
@@ -22,9 +22,10 @@
 ** Frees wait for the next trap (one of their own only when 7 wait), and a
 ** stop, lua_close (which frees every block: all are said), and while
 ** switched on remotely a poll 100 ms after the oldest, flush them.
-** PHASE counts the GC's cycle boundaries since the start: odd while a
-** cycle runs (it began when PHASE became odd), even after one completed;
-** a cycle abandoned by a full GC is no boundary (PHASE += 2 at the next).
+** PHASE counts the GC's cycle boundaries since the start: 2N-1 while the
+** Nth cycle seen runs, 2N once it completed (a cycle a full GC abandons
+** never completes: the next start goes from 2N-1 to 2N+1). LASTEND is the
+** PHASE at which the latest cycle completed (0: none yet).
 ** The kind of a block is not carried: the reader takes it from the chain.
 ** Off, the program's own allocator is in g->allocf: no allocation runs
 ** anything of this file. Everything is taken from the C heap and mmap, never
@@ -71,7 +72,8 @@ typedef struct PerfMem {
   uint64_t rate;	/* Mean gap; 0: stopped, passing through. */
   uint64_t rng;		/* xorshift64* state of the gaps. */
   uint64_t seq;		/* Traps made. */
-  uint64_t phase;	/* GC cycle boundaries (see above). */
+  uint64_t phase;	/* GC cycle boundaries (see above), */
+  uint64_t lastend;	/* and the latest completion's. */
   uint64_t pend[PERFMEM_NFREE];	/* Frees waiting for a trap, */
   uint32_t npend;	/* how many, */
   int64_t pend_t;	/* and when the oldest came (CLOCK_MONOTONIC_COARSE). */
@@ -216,7 +218,8 @@ static LJ_AINLINE void perfmem_trap(PerfMem *m, uint64_t type, void *p,
   char *page = m->trap + (size_t)m->ntrap * PERFMEM_PAGE;
   __asm__ volatile("movb $0, (%0)"
 		   : : "r"(page), "a"(size), "c"(type | (uint64_t)m->npend << 4),
-		       "d"(p), "S"(m->rate | m->phase << 32), "b"(f[0]),
+		       "d"(p), "S"(m->rate | (m->phase & 0xffff) << 32 |
+			      (m->lastend & 0xffff) << 48), "b"(f[0]),
 		       "D"(f[1]), "r"(r8), "r"(r9), "r"(r10), "r"(r11),
 		       "r"(r12), "r"(r13), "r"(r14)
 		   : "memory");
@@ -313,6 +316,7 @@ static void perfmem_reset(PerfMem *m, uint64_t rate)
 {
   m->npend = 0;
   m->phase = m->g && m->g->gc.state != GCSpause;
+  m->lastend = 0;
   memset(m->live, 0, (size_t)(m->mask + 1) * sizeof(uintptr_t));
   memset(m->hint, 0, sizeof(m->hint));
   m->nlive = 0;
@@ -440,8 +444,8 @@ void lj_perfmem_gc(global_State *g, int end)
 {
   PerfMem *m = perfmem_of(g);
   if (!m || !m->rate) return;
-  if (end) m->phase += m->phase & 1;
-  else m->phase += (m->phase & 1) ? 2 : 1;
+  if (!end) m->phase += (m->phase & 1) ? 2 : 1;
+  else if ((m->phase & 1)) m->lastend = ++m->phase;
 }
 
 void lj_perfmem_poll(global_State *g)

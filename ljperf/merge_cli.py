@@ -87,13 +87,14 @@ Frames
 Memory profiles (--mem)
 -----------------------
   The patched VM samples GC allocations (mean gap RATE bytes) and makes each
-  sampled allocation, and each free of a sampled object, a page fault:
-    perf record -e page-faults/period=1/u -g --call-graph fp --user-regs=r13,ax,cx,dx,si,r8
-  A trap's registers: CX = 'LJMEM' << 16 | SKIP << 8 | TYPE (1 alloc, 2
-  free; SKIP leaf frames dropped), AX size, DX address, SI RATE, R8 sequence
-  number (a repeat is a duplicate fault: dropped), R13 the Lua PC. Bytes are
+  sampled allocation a page fault, carrying the frees of sampled blocks
+  since the last one (docs/memory.md has the register contract):
+    perf record -e page-faults/period=1/u -g --call-graph fp \
+      --user-regs=r13,ax,bx,cx,dx,si,di,r8,r9,r10,r11,r12,r14
+  A repeated sequence number (R8) is a duplicate fault: dropped. Bytes are
   scaled as Go does (1 / (1 - exp(-size/RATE)) allocations per sample); the
-  output is allocated space, --inuse FILE the space not freed by the end.
+  output is allocated space, --inuse FILE the space in use: live at the end
+  of the most recent completed GC cycle (--inuse-at now: not freed by the end).
 
 Robustness: malformed or truncated lines are skipped and counted (one
 summary line on stderr); a sample lj_merge cannot make sense of is dropped
@@ -109,7 +110,7 @@ import os
 import signal
 import sys
 
-from ljperf import writers
+from ljperf import memory, writers
 from ljperf.memory import Memory
 from ljperf.merger import Merger
 from ljperf.perfscript import Reader
@@ -255,15 +256,19 @@ def make_parser():
                         "samples; 'all' keeps every sample)")
     p.add_argument("--mem", action="store_true",
                    help="memory profile from the VM's allocation traps (page faults "
-                        "with CX = 'LJMEM' << 16 | SKIP << 8 | TYPE, AX size, DX address, "
-                        "SI the sampling gap, R8 a sequence number, R13 the Lua PC; "
-                        "record -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8): "
+                        "with the 'LJMEM' tag in CX; record -e '" + memory.EVENT +
+                        "' --user-regs=r13," + memory.USER_REGS + ", docs/memory.md): "
                         "the output is allocated space in bytes, scaled as Go does; "
                         "--pprof and --format pprof write alloc_objects, alloc_space, "
-                        "inuse_objects and inuse_space (see docs/ljperf.md)")
+                        "inuse_objects and inuse_space (see docs/memory.md)")
     p.add_argument("--inuse", metavar="FILE",
-                   help="with --mem: also write the space still in use at the end of "
-                        "the input (sampled allocations not freed) as folded stacks")
+                   help="with --mem: also write the space in use (--inuse-at) as "
+                        "folded stacks; pprof's inuse_* types are the same")
+    p.add_argument("--inuse-at", choices=("cycle", "now"), default="cycle",
+                   help="with --mem: in use means live at the end of the most recent "
+                        "completed GC cycle (cycle, the default; Go's heap profiles), "
+                        "or not freed by the end of the input (now). With no completed "
+                        "cycle recorded, now (said on stderr)")
     p.add_argument("--from", metavar="PID:SECONDS", dest="cut", action="append",
                    type=cut_arg, default=[],
                    help="PID's samples taken before SECONDS (perf's clock, as perf "
@@ -362,7 +367,7 @@ def summary(merger, st, res, opts, warn):
         warn("no samples in input" if st.lines else "empty input")
     elif merger.mem is not None and not merger.mem.trap_events:
         warn("no memory trap samples (page faults with the LJMEM tag in CX): record "
-             "with -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8 and "
+             "with -e '" + memory.EVENT + "' --user-regs=r13," + memory.USER_REGS + " and "
              "perf script -F ...,uregs")
     else:
         notes = lacks(st.fields or set(), merger, res, opts)

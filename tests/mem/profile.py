@@ -40,9 +40,9 @@ import shutil
 import subprocess
 import sys
 
+from tests.ljperf import ljperf_testlib as t
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "ljperf"))
-import ljperf_testlib as t  # noqa: E402
 
 RATE = "16k"
 SHARE_POINTS = 3.0

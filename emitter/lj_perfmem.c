@@ -8,7 +8,8 @@
 ** page-faults, period 1) with the kernel's frame-pointer call chain and
 ** these registers (perf record --user-regs=ax,bx,cx,dx,si,di,r8-r14):
 **   CX   PERFMEM_MAGIC | SKIP<<8 | NFREE<<4 | TYPE (1: an allocation, 2:
-**        frees only); the chain's SKIP leaf frames are the wrapper's own
+**        frees only, 3: the blocks lua_close frees, all those still live);
+**        the chain's SKIP leaf frames are the wrapper's own
 **        (the trap's IP, and perfmem_allocf if it is there)
 **   AX   the block's size in bytes     DX  its address
 **   SI   RATE | (PHASE & 0xffff)<<32 | (LASTEND & 0xffff)<<48
@@ -19,9 +20,10 @@
 **   BX, DI, R9, R10, R11, R12, R14: the first NFREE hold sampled blocks
 **        freed (or reallocated) since the last trap, oldest first, each
 **        ADDRESS | (PHASE at its free & 0xffff)<<48
-** Frees wait for the next trap (one of their own only when 7 wait), and a
-** stop, lua_close (which frees every block: all are said), and while
-** switched on remotely a poll 100 ms after the oldest, flush them.
+** Frees wait for the next trap (one of their own only when 7 wait); a stop,
+** lua_close, and while switched on remotely a poll 100 ms after the
+** oldest, flush them. Those also trap when a cycle completed since the
+** last trap (the poll: 100 ms after it), so that the reader knows.
 ** PHASE counts the GC's cycle boundaries since the start: 2N-1 while the
 ** Nth cycle seen runs, 2N once it completed (a cycle a full GC abandons
 ** never completes: the next start goes from 2N-1 to 2N+1). LASTEND is the
@@ -56,6 +58,7 @@
 #define PERFMEM_MAGIC	0x4c4a4d454d0000ull	/* "LJMEM" << 16 */
 #define PERFMEM_ALLOC	(PERFMEM_MAGIC | 1u)	/* | SKIP << 8 */
 #define PERFMEM_FREE	(PERFMEM_MAGIC | 2u)
+#define PERFMEM_CLOSE	(PERFMEM_MAGIC | 3u)
 #define PERFMEM_NTRAP	64	/* Trap pages, re-armed by one madvise. */
 #define PERFMEM_PAGE	4096
 #define PERFMEM_MINLIVE	4096	/* Smallest table of sampled blocks. */
@@ -73,7 +76,9 @@ typedef struct PerfMem {
   uint64_t rng;		/* xorshift64* state of the gaps. */
   uint64_t seq;		/* Traps made. */
   uint64_t phase;	/* GC cycle boundaries (see above), */
-  uint64_t lastend;	/* and the latest completion's. */
+  uint64_t lastend;	/* and the latest completion's, */
+  uint64_t saidend;	/* as the last trap said it, */
+  int64_t said_t;	/* at this time (CLOCK_MONOTONIC_COARSE). */
   uint64_t pend[PERFMEM_NFREE];	/* Frees waiting for a trap, */
   uint32_t npend;	/* how many, */
   int64_t pend_t;	/* and when the oldest came (CLOCK_MONOTONIC_COARSE). */
@@ -200,6 +205,13 @@ static const BCIns *perfmem_pc(global_State *g)
   return NULL;
 }
 
+static int64_t perfmem_now(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return 0;
+  return (int64_t)ts.tv_sec*1000000000 + ts.tv_nsec;
+}
+
 /* The trap (always inlined: its IP is the chain's leaf frame), with the
 ** waiting frees. Each page faults once; every PERFMEM_NTRAP traps one
 ** madvise drops them all again.
@@ -224,18 +236,14 @@ static LJ_AINLINE void perfmem_trap(PerfMem *m, uint64_t type, void *p,
 		       "r"(r12), "r"(r13), "r"(r14)
 		   : "memory");
   m->npend = 0;
+  m->saidend = m->lastend;
+  m->said_t = perfmem_now();
   if (++m->ntrap == PERFMEM_NTRAP) {
     m->ntrap = 0;
     madvise(m->trap, PERFMEM_NTRAP * PERFMEM_PAGE, MADV_DONTNEED);
   }
 }
 
-static int64_t perfmem_now(void)
-{
-  struct timespec ts;
-  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return 0;
-  return (int64_t)ts.tv_sec*1000000000 + ts.tv_nsec;
-}
 
 /* A sampled block P was freed: it waits for the next trap. Returns 1 when
 ** PERFMEM_NFREE wait (the caller traps).
@@ -247,19 +255,25 @@ static int perfmem_pend(PerfMem *m, void *p)
   return m->npend == PERFMEM_NFREE;
 }
 
-/* The waiting frees, in a trap of their own (stop, close, poll). */
-static LJ_NOINLINE void perfmem_flush(PerfMem *m)
+/* The waiting frees, in a trap of their own (stop, close, poll), also
+** without frees when a cycle completed since the last trap said LASTEND;
+** TYPE PERFMEM_FREE, or PERFMEM_CLOSE for those of perfmem_freeall.
+*/
+static LJ_NOINLINE void perfmem_flush(PerfMem *m, uint64_t type)
 {
-  if (m->npend) perfmem_trap(m, PERFMEM_FREE | 1u << 8, NULL, 0, NULL);
+  if (m->npend || m->lastend != m->saidend)
+    perfmem_trap(m, type | 1u << 8, NULL, 0, NULL);
 }
 
 /* lua_close frees every block: all sampled ones still live are said. */
 static void perfmem_freeall(PerfMem *m)
 {
   uint32_t i;
+  perfmem_flush(m, PERFMEM_FREE);
   for (i = 0; i <= m->mask; i++)
-    if (m->live[i] && perfmem_pend(m, (void *)m->live[i])) perfmem_flush(m);
-  perfmem_flush(m);
+    if (m->live[i] && perfmem_pend(m, (void *)m->live[i]))
+      perfmem_flush(m, PERFMEM_CLOSE);
+  perfmem_flush(m, PERFMEM_CLOSE);
 }
 
 /* An allocation crossed the gap: the next gap, and P remembered. Returns
@@ -316,7 +330,7 @@ static void perfmem_reset(PerfMem *m, uint64_t rate)
 {
   m->npend = 0;
   m->phase = m->g && m->g->gc.state != GCSpause;
-  m->lastend = 0;
+  m->lastend = m->saidend = 0;
   memset(m->live, 0, (size_t)(m->mask + 1) * sizeof(uintptr_t));
   memset(m->hint, 0, sizeof(m->hint));
   m->nlive = 0;
@@ -398,7 +412,7 @@ void lj_perfmem_stop(global_State *g, int closing)
     if (m->g == g) break;
   if (m) {
     if (closing) perfmem_freeall(m);
-    else perfmem_flush(m);
+    else perfmem_flush(m, PERFMEM_FREE);
     if (g->allocf == perfmem_allocf && g->allocd == m) {  /* Ours on top. */
       g->allocf = m->allocf;
       g->allocd = m->allocd;
@@ -451,8 +465,12 @@ void lj_perfmem_gc(global_State *g, int end)
 void lj_perfmem_poll(global_State *g)
 {
   PerfMem *m = perfmem_of(g);
-  if (m && m->npend && perfmem_now() - m->pend_t >= PERFMEM_FREEAGE)
-    perfmem_flush(m);
+  int64_t now;
+  if (!m || (!m->npend && m->lastend == m->saidend)) return;
+  now = perfmem_now();
+  if ((m->npend && now - m->pend_t >= PERFMEM_FREEAGE) ||
+      (m->lastend != m->saidend && now - m->said_t >= PERFMEM_FREEAGE))
+    perfmem_flush(m, PERFMEM_FREE);
 }
 
 #else

@@ -9,7 +9,8 @@ takes a page fault that perf records (`-e page-faults/period=1/u -g
 faulting instruction:
 
   CX   MAGIC << 16 | SKIP << 8 | NFREE << 4 | TYPE: TYPE 1 allocation, 2
-       frees only; SKIP leaf entries of the chain are the sampler's own
+       frees only, 3 the blocks lua_close frees (every one still live);
+       SKIP leaf entries of the chain are the sampler's own
   AX   the block's size in bytes      DX   its address
   SI   RATE | (PHASE & 0xffff) << 32 | (LASTEND & 0xffff) << 48
   R8   the trap's sequence number (per sampling VM state)
@@ -37,7 +38,8 @@ Invariants:
   recent completed GC cycle of their thread's state, i.e. allocated before
   that cycle began (PHASE <= LASTEND - 2) and not freed by its end (never,
   or at PHASE >= LASTEND). With no completed cycle, or with --inuse-at now:
-  those not freed by the end of the input.
+  those not freed by the end of the input, lua_close's frees aside (it
+  frees everything: "now" is what was in use when the state closed).
 - An allocation's stack starts at what allocated (runtime_depth): the
   runtime's own frames above it are dropped.
 - Memory grows with distinct stacks, live sampled objects and threads, not
@@ -61,6 +63,7 @@ USER_REGS = "ax,bx,cx,dx,si,di,r8,r9,r10,r11,r12,r14"
 FREE_REGS = ("BX", "DI", "R9", "R10", "R11", "R12", "R14")
 T_ALLOC = 1
 T_FREE = 2
+T_CLOSE = 3
 # perf's names of the page-fault software event (perf list: "page-faults OR
 # faults"), before any ':u' or '/period=1/u'.
 FAULT_EVENTS = ("page-faults", "faults", "minor-faults", "major-faults")
@@ -80,7 +83,7 @@ def decode(regs):
         return None
     typ, nfree = cx & 0xf, (cx >> 4) & 0xf
     size, addr, seq = parse_reg(regs, "AX"), parse_reg(regs, "DX"), parse_reg(regs, "R8")
-    if typ not in (T_ALLOC, T_FREE) or nfree > len(FREE_REGS) or seq is None or \
+    if typ not in (T_ALLOC, T_FREE, T_CLOSE) or nfree > len(FREE_REGS) or seq is None or \
             (typ == T_ALLOC and (size is None or addr is None)):
         return None
     frees = []
@@ -150,6 +153,10 @@ KIND_FRAMES = (
       "lj_opt_"), "trace"),
 )
 NEWGCO = "lj_mem_newgco"
+# What in-use means, as said (Memory.view()).
+VIEWS = {"cycle": "as of the last completed GC cycle",
+         "now": "at the end (--inuse-at now)",
+         "end": "at the end (no completed GC cycle recorded)"}
 
 
 def object_kind(frames, size):
@@ -204,12 +211,14 @@ class Memory:
         self.event = ev if ev not in (None, "all") else None   # --event NAME
         self.allocs = {}           # (comm, pid, tid, frames, leafline, kind) -> [traps, objects, bytes]
         self.live = {}             # (pid, addr) -> [stack key, size, rate, state, alloc phase]
-        self.gone = []             # [key, size, rate, state, alloc phase, free phase]:
-                                   # freed at or after their state's LASTEND then
+        self.gone = []             # [key, size, rate, state, alloc phase, free phase,
+                                   # by lua_close]: freed at or after their state's
+                                   # LASTEND then, or by lua_close
         self.phase = {}            # state (pid, tid) -> [PHASE, LASTEND] in full
         self.inuse_now = getattr(opts, "inuse_at", None) == "now"
         self.gone_cap = 4096       # pruned of those freed by a cycle when this long
         self.flushes = 0           # traps of frees only
+        self.closes = self.closed_n = 0   # lua_close's traps, and the frees they carry
         self.last = {}             # (pid, tid) -> (seq, cx) of its last trap
         self.rates = collections.Counter()   # RATE -> allocation traps
         self.faults = collections.Counter()  # trap event -> samples without the magic
@@ -259,8 +268,10 @@ class Memory:
                 self.trap_events[event] += 1
                 st = self._phase(th, trap)
                 for addr, low in trap.frees:
-                    self._free(pid, addr, widen(low, st[0]))
-                if trap.type == T_FREE:
+                    self._free(pid, addr, widen(low, st[0]), trap.type == T_CLOSE)
+                if trap.type == T_CLOSE:
+                    self.closes += 1
+                elif trap.type == T_FREE:
                     self.flushes += 1
                 else:
                     self._alloc(comm, pid, tid, time, chain, regs, inline, trap, th, st[0])
@@ -279,18 +290,22 @@ class Memory:
         st[1] = widen(trap.lastend, st[0]) if trap.lastend else 0
         return st
 
-    def _free(self, pid, addr, phase):
+    def _free(self, pid, addr, phase, closing):
         self.frees_n += 1
         b = self.live.pop((pid, addr), None)
         if b is None:
             self.unmatched += 1
             return
         self.matched += 1
-        if not self.inuse_now and phase >= self.phase[b[3]][1]:
-            b.append(phase)                # may be live at a later LASTEND
+        if closing:
+            self.closed_n += 1
+        # Kept while it may be in use at a later LASTEND, or "now" (closing).
+        if closing or not self.inuse_now and phase >= self.phase[b[3]][1]:
+            b += (phase, closing)
             self.gone.append(b)
             if len(self.gone) >= self.gone_cap:
-                self.gone = [g for g in self.gone if g[5] >= self.phase[g[3]][1]]
+                self.gone = [g for g in self.gone
+                             if g[6] or g[5] >= self.phase[g[3]][1]]
                 self.gone_cap = max(4096, 2 * len(self.gone))
 
     def _alloc(self, comm, pid, tid, time, chain, regs, inline, trap, th, phase):
@@ -332,7 +347,7 @@ class Memory:
                 out.append(b[:3])
         for b in self.gone:
             end = ends.get(b[3])
-            if end is not None and b[4] <= end - 2 and b[5] >= end:
+            if (b[6] if end is None else b[4] <= end - 2 and b[5] >= end):
                 out.append(b[:3])
         return out, bool(ends)
 
@@ -353,14 +368,24 @@ class Memory:
         return {key: (n, (objs, space) + tuple(inuse.get(key, (0.0, 0.0))))
                 for key, (n, objs, space) in self.allocs.items()}
 
-    def by_kind(self):
-        """{kind: [alloc_space, inuse_space]}, scaled bytes."""
-        out = {}
+    def view(self):
+        """What in use means in this run: "cycle" (as of each state's last
+        completed GC cycle), "now" (--inuse-at now), or "end" (no state
+        saw a cycle complete: not freed by the end)."""
+        if self.inuse_now:
+            return "now"
+        return "cycle" if self.in_use()[1] else "end"
+
+    def digest(self):
+        """lj_merge --mem-summary: {"inuse_at": view(), "kinds": {kind:
+        [alloc bytes, in-use bytes]}}, scaled and rounded."""
+        kinds = {}
         for key, (n, vec) in self.counts().items():
-            v = out.setdefault(key[5], [0.0, 0.0])
+            v = kinds.setdefault(key[5], [0.0, 0.0])
             v[0] += vec[1]
             v[1] += vec[3]
-        return out
+        return {"inuse_at": self.view(),
+                "kinds": {k: [round(a), round(i)] for k, (a, i) in kinds.items()}}
 
     def rate(self):
         """The sampling gap most allocation traps give (pprof's period), or 0."""
@@ -376,17 +401,17 @@ class Memory:
 
     def summary(self):
         """The stderr line after a run."""
-        cycle = self.in_use()[1]
-        return ("memory: %d trap samples used (%d allocations, %d frees only), %d frees, "
+        view = self.view()
+        return ("memory: %d trap samples used (%d allocations, %d frees only, %d of "
+                "lua_close), %d frees (%d by lua_close), "
                 "%d duplicates dropped, %d of the program's own page faults ignored, "
                 "%d frees matched, %d frees with no sampled allocation, %d samples of other "
                 "events ignored; in use: %s"
-                % (self.allocs_n + self.flushes, self.allocs_n, self.flushes, self.frees_n,
+                % (self.allocs_n + self.flushes + self.closes, self.allocs_n, self.flushes,
+                   self.closes, self.frees_n, self.closed_n,
                    self.dups, sum(self.faults.values()), self.matched, self.unmatched,
                    sum(self.others.values()),
-                   "as of the last completed GC cycle" if cycle else
-                   "at the end (--inuse-at now)" if self.inuse_now else
-                   "at the end (no completed GC cycle recorded)"))
+                   VIEWS[view]))
 
     def write(self, merger, root_mode, meta, fmt, inuse):
         """Feeds every stack to the writers: the main one of FMT (alloc

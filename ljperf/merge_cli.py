@@ -106,6 +106,7 @@ costs is said once on stderr ("note:").
 import argparse
 import errno
 import gc
+import json
 import os
 import signal
 import sys
@@ -269,6 +270,12 @@ def make_parser():
                         "completed GC cycle (cycle, the default; Go's heap profiles), "
                         "or not freed by the end of the input (now). With no completed "
                         "cycle recorded, now (said on stderr)")
+    p.add_argument("--mem-kinds", action="store_true",
+                   help="with --mem: the kind of object allocated (string, table, table "
+                        "array, table hash, closure, ...) as the leaf frame: [table]")
+    p.add_argument("--mem-summary", metavar="FILE",
+                   help="with --mem: write {\"inuse_at\": VIEW, \"kinds\": {KIND: "
+                        "[alloc bytes, in-use bytes]}} (JSON) to FILE")
     p.add_argument("--from", metavar="PID:SECONDS", dest="cut", action="append",
                    type=cut_arg, default=[],
                    help="PID's samples taken before SECONDS (perf's clock, as perf "
@@ -343,6 +350,13 @@ def write_outputs(merger, opts, event):
                 prof.finish(pf)
         except OSError as e:
             return "cannot write %s: %s" % (opts.pprof, e.strerror or e)
+    if mem is not None and opts.mem_summary:
+        try:
+            with open(opts.mem_summary, "w") as sf:
+                json.dump(mem.digest(), sf, sort_keys=True)
+                sf.write("\n")
+        except OSError as e:
+            return "cannot write %s: %s" % (opts.mem_summary, e.strerror or e)
     return None
 
 
@@ -381,8 +395,8 @@ def main(argv=None):
     gc.set_threshold(50000, 20, 100)
     p = make_parser()
     opts = p.parse_args(argv)
-    if opts.inuse and not opts.mem:
-        p.error("--inuse needs --mem")
+    if (opts.inuse or opts.mem_kinds or opts.mem_summary) and not opts.mem:
+        p.error("--inuse, --mem-kinds and --mem-summary need --mem")
     if opts.jitdump and not os.path.exists(opts.jitdump):
         p.error("--jitdump: no such file or directory: %s" % opts.jitdump)
     warned = set()

@@ -14,7 +14,9 @@
 ** PHASE << 48), and one byte written to a page dropped with
 ** madvise(MADV_DONTNEED), so the kernel takes a page fault there (perf's
 ** page-faults event). When 7 frees wait, they trap alone (TYPE 2); the end
-** flushes them so too. f_c's blocks are freed at once.
+** flushes them so too, then frees every block still live as lua_close does
+** (TYPE 3 traps: in use as before in both views). f_c's blocks are freed at
+** once.
 **
 ** Then a GC cycle, as the VM marks one (PHASE 1 while it runs, 2 once it
 ** completed, LASTEND 2): during it, even f_b blocks are freed and N/4 more
@@ -25,8 +27,9 @@
 ** TRUTH_FILE gets, per function, Go's scaling of what was sampled
 ** (w = 1 / (1 - exp(-S / RATE)) per sampled allocation of S bytes):
 **   F alloc_objects alloc_space inuse_objects inuse_space traps now_objects now_space
-** (inuse_*: as of the cycle) and a line `traps ALLOCS FREES FLUSHES` (every
-** allocation trap, every sampled free, every trap of frees only).
+** (inuse_*: as of the cycle) and a line `traps ALLOCS FREES FLUSHES CLOSED
+** CLOSES` (every allocation trap, every sampled free, every trap of frees
+** only; the frees and traps of the close).
 */
 
 #define _GNU_SOURCE
@@ -41,6 +44,7 @@
 #define SKIP        1                    /* the trap's own IP, in mem_alloc/mem_free */
 #define T_ALLOC     1
 #define T_FREE      2
+#define T_CLOSE     3
 #define NFREE       7                    /* frees one trap carries */
 #define TRAP_PAGES  64
 
@@ -54,7 +58,7 @@ static uint64_t pend[NFREE];             /* sampled frees waiting for a trap */
 static unsigned npend;
 static double next_gap;                  /* bytes until the next sample */
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static unsigned long n_alloc_traps, n_frees, n_flushes;
+static unsigned long n_alloc_traps, n_frees, n_flushes, n_closed, n_closes;
 
 /* Index of each function in truth[]. */
 enum { F_A, F_B, F_C, NF };
@@ -147,6 +151,19 @@ __attribute__((noinline)) static void mem_free(struct block *b)
   b->fphase = (long)phase;
 }
 
+/* What lua_close does: every sampled block still live freed, in traps of
+** their own. */
+__attribute__((noinline)) static void mem_close(struct block *bs, long n)
+{
+  long i;
+  for (i = 0; i < n; i++)
+    if (bs[i].sampled && bs[i].fphase < 0) {
+      n_closed++;
+      pend[npend++] = (uint64_t)(uintptr_t)bs[i].p | (phase & 0xffff) << 48;
+      if (npend == NFREE) { n_closes++; mem_trap(T_CLOSE, 0, NULL); }
+    }
+}
+
 /* What a stop does: the waiting frees in a trap of their own. */
 __attribute__((noinline)) static void mem_flush(void)
 {
@@ -215,12 +232,16 @@ int main(int argc, char **argv)
   for (i = 0; i < na; i++) count(inuse, &as[i]);
   for (i = 0; i < n; i++) count(inuse, &bs[i]);
   for (i = 0; i < n; i++) count(inuse, &cs[i]);
+  mem_close(as, na);
+  mem_close(bs, n);
+  if (npend) { n_closes++; mem_trap(T_CLOSE, 0, NULL); }
   out = fopen(argv[3], "w");
   if (!out) { perror(argv[3]); return 1; }
   for (i = 0; i < NF; i++)
     fprintf(out, "%s %.6f %.6f %.6f %.6f %lu %.6f %.6f\n", fname[i], truth[i][0], truth[i][1],
             inuse[i][0], inuse[i][1], ftraps[i], inuse[i][2], inuse[i][3]);
-  fprintf(out, "traps %lu %lu %lu\n", n_alloc_traps, n_frees, n_flushes);
+  fprintf(out, "traps %lu %lu %lu %lu %lu\n", n_alloc_traps, n_frees + n_closed, n_flushes,
+          n_closed, n_closes);
   fclose(out);
   return 0;
 }

@@ -10,7 +10,8 @@ bytes, sampled Go's way from a fixed seed; f_c frees its block at once;
 then a GC cycle is marked, during which half the f_b blocks are freed and
 more f_a allocated, and after which a quarter more f_b are freed and more
 f_a allocated. Frees ride on the next trap (7 at most; a trap of their own
-when 7 wait, and at the end). It writes the truth: per function, Go's
+when 7 wait, and at the end); then everything left is freed as lua_close
+does (in use unchanged: its frees are set aside). It writes the truth: per function, Go's
 scaling of what it sampled, in use as of the cycle and now. Recorded under
 `perf record -e page-faults/period=1/u -e cpu-clock -g --call-graph fp
 --user-regs=r13,<memory.USER_REGS>`, `perf script -F ...,uregs`, then:
@@ -111,13 +112,15 @@ def lj_merge(txt, outdir, *extra):
     r = run([sys.executable, LJ_MERGE, "--mem", "-o", p("alloc.folded"), "--inuse",
              p("inuse.folded"), "--pprof", p("mem.pb.gz"), "--kinds", p("mem.kinds")]
             + list(extra) + [txt])
-    m = re.search(r"memory: (\d+) trap samples used \((\d+) allocations, (\d+) frees only\), "
-                  r"(\d+) frees, (\d+) duplicates dropped, (\d+) of the program's own page "
+    m = re.search(r"memory: (\d+) trap samples used \((\d+) allocations, (\d+) frees only, "
+                  r"(\d+) of lua_close\), (\d+) frees \((\d+) by lua_close\), "
+                  r"(\d+) duplicates dropped, (\d+) of the program's own page "
                   r"faults ignored, (\d+) frees matched, (\d+) frees with no sampled "
                   r"allocation, (\d+) samples of other events ignored; in use: (.*)", r.stderr)
     if not m:
         die("no memory summary line on stderr: " + r.stderr[-500:])
-    keys = ("used", "allocs", "flushes", "frees", "dups", "own", "matched", "unmatched", "other")
+    keys = ("used", "allocs", "flushes", "closes", "frees", "closed", "dups", "own", "matched",
+            "unmatched", "other")
     st = dict(zip(keys, map(int, m.groups()[:-1])))
     st["view"] = m.group(m.lastindex)
     return ljptest.folded(p("alloc.folded")), ljptest.folded(p("inuse.folded")), st
@@ -326,16 +329,19 @@ def main():
               st_now["view"] == "at the end (--inuse-at now)",
               "the in-use view said: %r, %r" % (st["view"], st_now["view"]))
         # 3: the summary
-        n_alloc, n_free, n_flush = (int(x) for x in truth["traps"])
-        check(st["allocs"] == n_alloc and st["frees"] == n_free and st["flushes"] == n_flush,
-              "every trap used: %d allocations, %d frees, %d traps of frees only"
-              % (n_alloc, n_free, n_flush))
-        check(n_flush * 5 < n_free, "frees ride on allocation traps: %d of their own for %d"
-              % (n_flush, n_free))
+        n_alloc, n_free, n_flush, n_closed, n_close = (int(x) for x in truth["traps"])
+        check(st["allocs"] == n_alloc and st["frees"] == n_free and st["flushes"] == n_flush
+              and st["closed"] == n_closed and st["closes"] == n_close,
+              "every trap used: %d allocations, %d frees, %d traps of frees only, %d "
+              "frees in %d traps of the close" % (n_alloc, n_free, n_flush, n_closed, n_close))
+        check(n_flush * 5 < n_free - n_closed,
+              "frees ride on allocation traps: %d of their own for %d"
+              % (n_flush, n_free - n_closed))
         check(st["matched"] == n_free and st["unmatched"] == 0, "every free matched")
-        check(st["dups"] == tc["dups"] and tc["traps"] - tc["dups"] == n_alloc + n_flush,
+        n_traps = n_alloc + n_flush + n_close
+        check(st["dups"] == tc["dups"] and tc["traps"] - tc["dups"] == n_traps,
               "duplicates dropped: %d (the text has %d trap samples for %d traps)"
-              % (st["dups"], tc["traps"], n_alloc + n_flush))
+              % (st["dups"], tc["traps"], n_traps))
         check(st["own"] == tc["faults"] - tc["traps"],
               "the program's own faults ignored: %d" % st["own"])
         check(st["other"] == tc["cpu"], "cpu-clock samples ignored: %d (%d at a trap)"

@@ -431,11 +431,12 @@ class Memory:
             per_kind.setdefault(key[5], {})[key[:5]] = c
         for kind in sorted(per_kind):
             for frames, n, vec, comm, pid, tid in merger.stacks(root_mode, per_kind[kind]):
+                pframes = frames                # pprof: the kind is a label
                 if self.kind_leaf:
                     frames = frames + [("[%s]" % kind, None, None, None)]
                 for name, w in out.items():
                     if isinstance(w, writers.MemPprof):
-                        w.stack(frames, n, vec, comm, pid, tid, kind)
+                        w.stack(pframes, n, vec, comm, pid, tid, kind)
                     elif name == "inuse":
                         if round(vec[3]):
                             w.stack(frames, n, vec[3], comm, pid, tid)

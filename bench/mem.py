@@ -12,7 +12,8 @@ The settings run alternately, --rounds times, with ASLR off and LuaJIT's
 random seed fixed (--seed-shim, as bench.icount: otherwise trace formation
 alone moves closures by 50% between runs); the program's own elapsed time
 (GNU time, inside perf record) is kept, the minimum per setting. Also
-printed: the allocation traps perf recorded per run and the ratio with
+printed: the traps perf recorded per run, per allocation sample (the frees
+ride on allocation traps: a trap of their own per 7 at most), the ratio with
 samples on but no perf (the sampler's own cost in the VM, from the same
 rounds). Both settings must print the same checksum.
 Instruction counts of the sampler alone: bench.icount --settings off,mem.
@@ -61,18 +62,20 @@ def argv_with_time(argv, tfile):
 
 
 def traps(tmp):
-    """Allocation traps in the last recording (page-fault samples whose
-    registers carry the tag: memory.decode)."""
+    """(traps, allocation samples) in the last recording: page-fault
+    samples whose registers carry the tag (memory.decode), and those of
+    them that are allocations (the rest carry frees only)."""
     r = subprocess.run(perf_cmd("perf", tmp, "script", "-i", os.path.join(tmp, "perf.data"),
                                 "-F", "event,uregs"),
                        stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    n = 0
+    n = allocs = 0
     for line in r.stdout.splitlines():        # "EVENT:  ABI:2    AX:0x...  ..."
         event, sep, _ = line.partition(" ABI:")
         if sep and memory.is_fault_event(event.strip().rstrip(":")):
             trap = memory.decode(line)
-            n += trap is not None and trap.type == vmregs.T_ALLOC
-    return n
+            n += trap is not None
+            allocs += trap is not None and trap.type == vmregs.T_ALLOC
+    return n, allocs
 
 
 def main():
@@ -111,16 +114,16 @@ def main():
         "no perf": (False, None),
         "mem, no perf": (False, "mem"),
     }
-    print("program        mode   cpu (s)  +mem (s)  ratio  traps/run   "
+    print("program        mode   cpu (s)  +mem (s)  ratio  traps/run  per sample   "
           "no perf (s)  mem (s)  ratio")
-    ratios, vm_ratios = [], []
+    ratios, vm_ratios, per_sample = [], [], []
     try:
         for mode in opts.modes.split(","):
             for prog in opts.only.split(","):
                 size = int(SIZES[prog][0 if mode == "jit" else 1] * opts.scale)
                 cmd = [luajit] + (["-joff"] if mode == "joff" else []) + \
                       [os.path.join(PROGS, prog + ".lua"), str(size)]
-                best, sums, ntraps = {}, set(), 0
+                best, sums, ntraps = {}, set(), (0, 0)
                 for rnd in range(opts.rounds):
                     names = list(settings)
                     for name in (names if rnd % 2 == 0 else names[::-1]):
@@ -145,13 +148,17 @@ def main():
                 v = best["mem, no perf"] / best["no perf"]
                 ratios.append(r)
                 vm_ratios.append(v)
-                print("%-14s %-5s %8.3f %9.3f %6.3f %10d %12.3f %8.3f %6.3f"
-                      % (prog, mode, best["cpu"], best["cpu+mem"], r, ntraps,
-                         best["no perf"], best["mem, no perf"], v))
+                print("%-14s %-5s %8.3f %9.3f %6.3f %10d %11.3f %12.3f %8.3f %6.3f"
+                      % (prog, mode, best["cpu"], best["cpu+mem"], r, ntraps[0],
+                         ntraps[0] / max(ntraps[1], 1), best["no perf"],
+                         best["mem, no perf"], v))
+                per_sample.append(ntraps[0] / max(ntraps[1], 1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("geomean under perf %.3f (worst %.3f); without perf %.3f (worst %.3f)"
-          % (geomean(ratios), max(ratios), geomean(vm_ratios), max(vm_ratios)))
+    print("geomean under perf %.3f (worst %.3f); without perf %.3f (worst %.3f); "
+          "traps per sample at most %.3f"
+          % (geomean(ratios), max(ratios), geomean(vm_ratios), max(vm_ratios),
+             max(per_sample)))
 
 
 if __name__ == "__main__":

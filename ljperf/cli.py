@@ -26,10 +26,12 @@ then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
 --mem-rate) with their full stacks and tracks which the GC frees:
 
   alloc.html        what allocated how many bytes (flame graph, bytes)
-  inuse.html        what holds the sampled bytes still live at the end
-  alloc.folded, inuse.folded, mem.kinds
+  inuse.html        what holds the sampled bytes live at the end of the
+                    last completed GC cycle (--inuse now: not freed by the end)
+  alloc.folded, inuse.folded, mem.kinds, mem.json (bytes per object kind)
   mem.pb.gz         pprof heap profile: alloc_objects, alloc_space,
-                    inuse_objects, inuse_space (go tool pprof)
+                    inuse_objects, inuse_space, label kind (go tool pprof)
+                    (docs/memory.md)
 
 `report DIR` renders profile.folded and flamegraph.html again from DIR's
 perf data (e.g. with other --lines/--keep-vm options). `--format speedscope`
@@ -231,6 +233,13 @@ def add_render_options(p):
     g.add_argument("--format", metavar="FMT[,FMT]", type=formats, default=[],
                    help="also write these (comma list): speedscope "
                         "(DIR/profile.speedscope.json, for speedscope.app)")
+    g.add_argument("--inuse", choices=("cycle", "now"), default="cycle",
+                   help="memory profiles (--mem): in use means live at the end of the "
+                        "most recent completed GC cycle (cycle, the default, as Go's "
+                        "heap profiles), or not freed by the end of the recording (now)")
+    g.add_argument("--mem-kinds", action="store_true",
+                   help="memory profiles (--mem): the kind of object allocated as the "
+                        "leaf frame ([table], [string], ...)")
 
 
 def formats(text):

@@ -7,6 +7,7 @@ again, by lj_merge --mem, into the memory profiles (alloc.folded,
 inuse.folded, mem.kinds, mem.pb.gz, alloc.html, inuse.html)."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -119,8 +120,9 @@ def merge_argv(outdir, opts, fmt, switched_at=None, event=None):
     """lj_merge's command line for OPTS, and the file it writes: FMT
     "folded" is DIR/profile.folded with DIR/profile.kinds and
     DIR/profile.pb.gz beside it; "mem" DIR/alloc.folded with inuse.folded,
-    mem.kinds and mem.pb.gz; "offcpu" DIR/offcpu.folded with offcpu.kinds,
-    offcpu.pb.gz, "wall" those and wall.folded, wall.pb.gz; another lj_merge --format goes into
+    mem.kinds, mem.pb.gz and mem.json; "offcpu" DIR/offcpu.folded with
+    offcpu.kinds, offcpu.pb.gz, "wall" those and wall.folded, wall.pb.gz;
+    another lj_merge --format goes into
     DIR/FORMATS[FMT]. SWITCHED_AT ({"pid": seconds}, ljperf.json): each
     attached process's samples before its switch keep their host frames
     only (--from). EVENT: the samples to keep (lj_merge --event)."""
@@ -139,7 +141,11 @@ def merge_argv(outdir, opts, fmt, switched_at=None, event=None):
                                   "--kinds", os.path.join(outdir, "mem.kinds"),
                                   "--pprof", os.path.join(outdir, "mem.pb.gz"),
                                   "--inuse", os.path.join(outdir, "inuse.folded"),
+                                  "--inuse-at", getattr(opts, "inuse", None) or "cycle",
+                                  "--mem-summary", os.path.join(outdir, "mem.json"),
                                   "-o", out]
+        if getattr(opts, "mem_kinds", False):
+            argv.append("--mem-kinds")
     elif fmt == "folded":
         out = os.path.join(outdir, "profile.folded")
         argv = lj_merge_argv() + ["--jit-tag", "--jitdump", outdir,
@@ -269,14 +275,18 @@ def write_mem_pages(outdir, meta):
     inuse.folded (lj_merge --mem). Returns {folded file: (page or None,
     total bytes)}; a profile without samples gets no page (said once)."""
     kinds = load_kinds(os.path.join(outdir, "mem.kinds"))
-    out = {}
+    digest = mem_digest(outdir)
+    out = {"digest": digest}
     for name, page, what in MEM_PAGES:
         stacks = load_folded(os.path.join(outdir, name))
         total = sum(w for _, w in stacks)
         out[name] = (None, total)
         if not stacks:
             continue
-        m = {"title": "%s (%s)" % (meta.get("title") or "", MEM_NAMES[what]),
+        label = MEM_NAMES[what]
+        if what == "inuse":
+            label += ", " + INUSE_VIEWS[digest["inuse_at"]]
+        m = {"title": "%s (%s)" % (meta.get("title") or "", label),
              "event": "allocations (1 sample per %d bytes)" % meta["mem_rate"],
              "unit": event_unit(None, mem=True), "weightName": MEM_NAMES[what],
              "frequency": None, "recorded": meta.get("recorded"),
@@ -294,10 +304,36 @@ def write_mem_pages(outdir, meta):
     return out
 
 
+# How in use was judged (lj_merge --mem-summary "inuse_at"), as said.
+INUSE_VIEWS = {"cycle": "live at the last completed GC cycle",
+               "now": "not freed by the end",
+               "end": "not freed by the end: no GC cycle completed while recording"}
+
+
+def mem_digest(outdir):
+    """DIR/mem.json (lj_merge --mem-summary): {"inuse_at": VIEW, "kinds":
+    {kind: [alloc bytes, in-use bytes]}}."""
+    try:
+        with open(os.path.join(outdir, "mem.json")) as f:
+            d = json.load(f)
+        if d.get("inuse_at") in INUSE_VIEWS and isinstance(d.get("kinds"), dict):
+            return d
+    except (OSError, ValueError):
+        pass
+    raise Fail("%s: missing or malformed (lj_merge --mem-summary)"
+               % os.path.join(outdir, "mem.json"))
+
+
 def print_mem_result(outdir, mem):
     (alloc_page, alloc), (inuse_page, inuse) = (mem[n] for n, _, _ in MEM_PAGES)
-    say("memory: %s allocated, %s of it in use at the end (estimates from samples)"
-        % (human_bytes(alloc), human_bytes(inuse)))
+    digest = mem["digest"]
+    say("memory: %s allocated, %s of it in use (%s; estimates from samples)"
+        % (human_bytes(alloc), human_bytes(inuse), INUSE_VIEWS[digest["inuse_at"]]))
+    kinds = sorted(digest["kinds"].items(), key=lambda kv: (-kv[1][0], kv[0]))
+    if kinds:
+        say("  %-14s %12s %12s" % ("kind", "allocated", "in use"))
+        for k, (a, i) in kinds:
+            say("  %-14s %12s %12s" % (k, human_bytes(a), human_bytes(i)))
     for label, page in (("allocations", alloc_page), ("in use", inuse_page)):
         if page:
             say("  %-14s %s" % (label, page))

@@ -87,13 +87,14 @@ Frames
 Memory profiles (--mem)
 -----------------------
   The patched VM samples GC allocations (mean gap RATE bytes) and makes each
-  sampled allocation, and each free of a sampled object, a page fault:
-    perf record -e page-faults/period=1/u -g --call-graph fp --user-regs=r13,ax,cx,dx,si,r8
-  A trap's registers: CX = 'LJMEM' << 16 | SKIP << 8 | TYPE (1 alloc, 2
-  free; SKIP leaf frames dropped), AX size, DX address, SI RATE, R8 sequence
-  number (a repeat is a duplicate fault: dropped), R13 the Lua PC. Bytes are
+  sampled allocation a page fault, carrying the frees of sampled blocks
+  since the last one (docs/memory.md has the register contract):
+    perf record -e page-faults/period=1/u -g --call-graph fp \
+      --user-regs=r13,ax,bx,cx,dx,si,di,r8,r9,r10,r11,r12,r14
+  A repeated sequence number (R8) is a duplicate fault: dropped. Bytes are
   scaled as Go does (1 / (1 - exp(-size/RATE)) allocations per sample); the
-  output is allocated space, --inuse FILE the space not freed by the end.
+  output is allocated space, --inuse FILE the space in use: live at the end
+  of the most recent completed GC cycle (--inuse-at now: not freed by the end).
 
 Off-CPU and wall profiles (--off-cpu, --wall FILE)
 ---------------------------------------------------
@@ -115,11 +116,12 @@ costs is said once on stderr ("note:").
 import argparse
 import errno
 import gc
+import json
 import os
 import signal
 import sys
 
-from ljperf import writers
+from ljperf import vmregs, writers
 from ljperf.memory import Memory
 from ljperf.merger import Merger
 from ljperf.offcpu import EVENT, OffCpu
@@ -275,15 +277,25 @@ def make_parser():
                         "samples; 'all' keeps every sample)")
     p.add_argument("--mem", action="store_true",
                    help="memory profile from the VM's allocation traps (page faults "
-                        "with CX = 'LJMEM' << 16 | SKIP << 8 | TYPE, AX size, DX address, "
-                        "SI the sampling gap, R8 a sequence number, R13 the Lua PC; "
-                        "record -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8): "
+                        "with the 'LJMEM' tag in CX; record -e '" + vmregs.EVENT +
+                        "' --user-regs=r13," + vmregs.USER_REGS + ", docs/memory.md): "
                         "the output is allocated space in bytes, scaled as Go does; "
                         "--pprof and --format pprof write alloc_objects, alloc_space, "
-                        "inuse_objects and inuse_space (see docs/ljperf.md)")
+                        "inuse_objects and inuse_space (see docs/memory.md)")
     p.add_argument("--inuse", metavar="FILE",
-                   help="with --mem: also write the space still in use at the end of "
-                        "the input (sampled allocations not freed) as folded stacks")
+                   help="with --mem: also write the space in use (--inuse-at) as "
+                        "folded stacks; pprof's inuse_* types are the same")
+    p.add_argument("--inuse-at", choices=("cycle", "now"), default="cycle",
+                   help="with --mem: in use means live at the end of the most recent "
+                        "completed GC cycle (cycle, the default; Go's heap profiles), "
+                        "or not freed by the end of the input (now). With no completed "
+                        "cycle recorded, now (said on stderr)")
+    p.add_argument("--mem-kinds", action="store_true",
+                   help="with --mem: the kind of object allocated (string, table, table "
+                        "array, table hash, closure, ...) as the leaf frame: [table]")
+    p.add_argument("--mem-summary", metavar="FILE",
+                   help="with --mem: write {\"inuse_at\": VIEW, \"kinds\": {KIND: "
+                        "[alloc bytes, in-use bytes]}} (JSON) to FILE")
     p.add_argument("--off-cpu", action="store_true",
                    help="off-CPU profile from context-switch samples and switch records "
                         "(record -e %s --switch-events; perf script --ns "
@@ -374,6 +386,13 @@ def write_outputs(merger, opts, event):
                     w.finish(pf)
             except OSError as e:
                 return "cannot write %s: %s" % (path, e.strerror or e)
+    if mem is not None and opts.mem_summary:
+        try:
+            with open(opts.mem_summary, "w") as sf:
+                json.dump(mem.digest(), sf, sort_keys=True)
+                sf.write("\n")
+        except OSError as e:
+            return "cannot write %s: %s" % (opts.mem_summary, e.strerror or e)
     return None
 
 
@@ -404,7 +423,7 @@ def summary(merger, st, res, opts, warn):
              "samples: root, or kernel.perf_event_paranoid <= 1)" % EVENT)
     elif merger.mem is not None and not merger.mem.trap_events:
         warn("no memory trap samples (page faults with the LJMEM tag in CX): record "
-             "with -e 'page-faults/period=1/u' --user-regs=r13,ax,cx,dx,si,r8 and "
+             "with -e '" + vmregs.EVENT + "' --user-regs=r13," + vmregs.USER_REGS + " and "
              "perf script -F ...,uregs")
     else:
         notes = lacks(st.fields or set(), merger, res, opts)
@@ -418,8 +437,8 @@ def main(argv=None):
     gc.set_threshold(50000, 20, 100)
     p = make_parser()
     opts = p.parse_args(argv)
-    if opts.inuse and not opts.mem:
-        p.error("--inuse needs --mem")
+    if (opts.inuse or opts.mem_kinds or opts.mem_summary) and not opts.mem:
+        p.error("--inuse, --mem-kinds and --mem-summary need --mem")
     if opts.off_cpu and opts.mem:
         p.error("--off-cpu and --mem are separate passes")
     if opts.wall and not opts.off_cpu:

@@ -21,6 +21,7 @@ from ljperf.procs import children_of, proc_alive
 from ljperf.resolve import MAP_DIR, map_path
 
 STOP_GRACE = 10.0            # seconds perf gets to stop after SIGINT
+STOP_ACK = 1.0               # --mem -p: seconds the processes get to switch off first
 
 
 # -- perf record ---------------------------------------------------------------
@@ -50,9 +51,10 @@ class Recording:
     program too: same process group). After SIGTERM/SIGHUP (ended) the
     caller renders nothing: see leave()."""
 
-    def __init__(self, argv, env, log, duration, pass_fd=None):
+    def __init__(self, argv, env, log, duration, pass_fd=None, before_stop=None):
         self.argv, self.env, self.log = argv, env, log
         self.duration = duration
+        self.before_stop = before_stop  # called before perf stops at --duration
         self.pass_fd = pass_fd
         self.proc = None
         self.stopped = False          # we sent SIGINT after --duration
@@ -95,6 +97,8 @@ class Recording:
                         if deadline is not None and time.monotonic() >= deadline:
                             self.stopped = True
                             self.stopped_at = time.monotonic() - t0
+                            if self.before_stop is not None:
+                                self.before_stop()
                             self._stop()
                             break
                 self.elapsed = time.monotonic() - t0
@@ -314,7 +318,10 @@ def record_switched(opts, perf, event, targets, sw, never):
     meta = new_meta(opts, title, "pid", event, command=[], pid=pids[0], attached=pids,
                     **mem_meta(opts), **off_meta(opts))
     log = os.path.join(outdir, "perf-record.log")
-    rec = Recording(argv, dict(os.environ), log, opts.duration)
+    # --mem: the processes switch off while perf still records, so that the
+    # frees waiting for a trap (and the last GC cycle's end) are recorded.
+    rec = Recording(argv, dict(os.environ), log, opts.duration,
+                    before_stop=(lambda: sw.stop(wait=STOP_ACK)) if opts.mem else None)
     timer = threading.Timer(attach.NOT_YET, attach.note_not_yet, (targets, sw))
     timer.daemon = True
     timer.start()

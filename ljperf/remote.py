@@ -298,11 +298,15 @@ class RemoteSwitch:
                 except OSError:
                     pass
 
-    def stop(self):
+    def stop(self, wait=0.0):
+        """Switches the processes off (idempotent). WAIT: seconds to wait for
+        them to ack (each switches off at its next safe point, and then
+        flushes the frees its allocation samples hold back)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        written = []
         with self.lock:
             for b, seq in self.asked:
                 try:
@@ -311,9 +315,22 @@ class RemoteSwitch:
                     b.write(OFS_WANT, "<Iq", 0, 0)
                     b.write(OFS_TARGET, "<II", 0, 0)
                     b.write(OFS_SEQ, "<I", next_seq(seq))
+                    written.append((b, next_seq(seq)))
                 except OSError:
                     pass                    # the process is gone
             self.asked = []
+        end = time.monotonic() + wait
+        while written and time.monotonic() < end:
+            time.sleep(ACK_POLL)
+            written = [(b, seq) for b, seq in written if not acked(b, seq)]
+
+
+def acked(b, seq):
+    """Block B's process has answered request SEQ (or is gone)."""
+    try:
+        return b.read()["ack"] == seq
+    except OSError:
+        return True
 
 
 def cpu_ticks(pid):

@@ -7,17 +7,22 @@ The PC (vm_patch 0001: rbx holds RB, rbp is the frame pointer): R13 holds
 the interpreter's bytecode PC; recordings of ljperf's VMs before 2026-11
 have it in BX.
 
-An allocation trap (emitter/lj_perfmem.c; docs/ljperf.md, "Memory
-profiles"): a sampled allocation, or the free of a sampled object, writes
-one byte to a page the VM dropped; perf records the page fault (EVENT)
-with the faulting instruction's registers:
+An allocation trap (vm_patch/src/lj_perfmem.c; docs/memory.md): a sampled
+allocation writes one byte to a page the VM dropped; perf records the page
+fault (EVENT) with the faulting instruction's registers:
 
-  CX   MAGIC << 16 | SKIP << 8 | TYPE: TYPE T_ALLOC or T_FREE; SKIP leaf
-       entries of the chain are the sampler's own
+  CX   MAGIC << 16 | SKIP << 8 | NFREE << 4 | TYPE: TYPE T_ALLOC, T_FREE
+       (frees only) or T_CLOSE (the blocks lua_close frees, every one
+       still live); SKIP leaf entries of the chain are the sampler's own
   AX   the block's size in bytes      DX   its address
-  SI   RATE, the mean sampling gap    R8   the trap's sequence number (per
-                                           sampling VM state)
+  SI   RATE | (PHASE & 0xffff) << 32 | (LASTEND & 0xffff) << 48
+  R8   the trap's sequence number (per sampling VM state)
   R13  the bytecode PC of the innermost Lua frame, 0 when unknown
+  BX, DI, R9, R10, R11, R12, R14 (FREE_REGS): the first NFREE are sampled
+       blocks freed since the previous trap, ADDR | (PHASE & 0xffff) << 48
+
+PHASE counts GC cycle boundaries: 2N-1 while the Nth cycle runs, 2N once
+it completed; LASTEND is the PHASE of the latest completion (0: none).
 """
 
 PC_REG = "R13"                 # as perf script prints it (-F uregs)
@@ -27,12 +32,14 @@ PC_USER_REGS = "r13"           # as perf record --user-regs= takes it
 MAGIC = 0x4c4a4d454d           # "LJMEM", CX bits 16..55
 T_ALLOC = 1
 T_FREE = 2
+T_CLOSE = 3
 # A trap's fields: the register of each (perf script's names).
 TAG_REG, SIZE_REG, ADDR_REG, RATE_REG, SEQ_REG = "CX", "AX", "DX", "SI", "R8"
 # How perf records the traps: every page fault (perf record -e EVENT), with
 # the registers above (--user-regs=PC_USER_REGS,USER_REGS).
 EVENT = "page-faults/period=1/u"
-USER_REGS = "ax,cx,dx,si,r8"
+USER_REGS = "ax,bx,cx,dx,si,di,r8,r9,r10,r11,r12,r14"
+FREE_REGS = ("BX", "DI", "R9", "R10", "R11", "R12", "R14")
 # perf's names of the page-fault software event (perf list: "page-faults OR
 # faults"), before any ':u' or '/period=1/u'.
 FAULT_EVENTS = ("page-faults", "faults", "minor-faults", "major-faults")

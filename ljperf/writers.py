@@ -172,8 +172,11 @@ class MemPprof(Pprof):
         super().__init__(meta)
         self.rate = meta.get("rate") or 0
 
-    def stack(self, frames, samples, weight, comm, pid, tid):
+    def stack(self, frames, samples, weight, comm, pid, tid, kind=None):
+        """KIND: the object kind (memory.KINDS), the label `kind`."""
         pframes, labels = self._sample(frames, comm, pid, tid)
+        if kind is not None:
+            labels["kind"] = kind
         self.stacks.append((pframes, samples, weight, labels))
 
     def finish(self, out):

@@ -2,7 +2,8 @@
 """Memory profiles end to end: `ljperf record --mem` of a Lua program under
 real perf, judged against what the program itself knows.
 
-usage: profile.py CASE   (known.jit, known.joff, leak, nonroot, attach, cli)
+usage: profile.py CASE   (known.jit, known.joff, leak, gcleak, kinds, stopfree,
+                          nonroot, attach, cli)
 
 known.MODE  tests/mem/known.lua allocates strings, tables and closures from
             three functions and prints each one's bytes, counted by the VM
@@ -21,6 +22,20 @@ leak        tests/mem/leak.lua keeps what `leaky` allocates and drops what
             to under 2% of that. `ljperf diff` of the two in-use profiles is
             a page in bytes (by itself, and with --unit bytes for files
             whose names do not say).
+gcleak      tests/mem/gcleak.lua, a leak beside a running GC that is never
+            made to collect, recorded 10 times: in every run `leaky` holds
+            >= 90% of the bytes in use (as of the last completed GC cycle,
+            which the summary must say), the kept tables' array part aside
+            (--mem-kinds: leaky's [table array]; its size is printed).
+kinds       tests/mem/kinds.lua allocates each object kind in turn, and
+            prints each phase's bytes (the VM's count): each kind's share of
+            the sampled bytes (mem.json, ljperf's table) within 3 points of
+            the truth; --mem-kinds leaf frames; `go tool pprof -tagfocus
+            kind=^cdata$` keeps only ffi.new's samples.
+stopfree    tests/mem/stopfree.lua drops and collects what `hold` allocated,
+            then jit.perf.stop("mem"): `hold`'s tables have no byte in use
+            in either view (the stop flushed the frees waiting for a trap,
+            and the cycles completed since the last trap).
 nonroot     leak.lua's leak found by `ljperf record --mem` run as user nobody
             (setpriv; kernel.perf_event_paranoid 2 allows a user to sample
             the page faults of its own processes): no root needed.
@@ -35,14 +50,15 @@ inuse.html.
 """
 
 import gzip
+import json
 import os
 import shutil
 import subprocess
 import sys
 
+from tests.lib import ljptest as t
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "ljperf"))
-import ljperf_testlib as t  # noqa: E402
 
 RATE = "16k"
 SHARE_POINTS = 3.0
@@ -50,7 +66,7 @@ SHARE_POINTS = 3.0
 
 def stacks(d, name):
     """{stack: bytes} of DIR/NAME (a folded file)."""
-    return t.ljptest.folded(os.path.join(d, name))
+    return t.folded(os.path.join(d, name))
 
 
 def owner(stack, names):
@@ -81,12 +97,14 @@ def check_outputs(out):
         t.check(typ in raw, "mem.pb.gz names %s" % typ.decode())
 
 
-def go_pprof_top(path):
+def go_pprof_top(path, *opts):
     """`go tool pprof -sample_index=inuse_space -top PATH`'s output (Go reads
-    the profile: the CI machine installs golang-go)."""
+    the profile: the CI machine installs golang-go); OPTS instead of the
+    -sample_index."""
     if not shutil.which("go"):
         t.fail("go is not installed (Debian package golang-go): it must read mem.pb.gz")
-    r = subprocess.run(["go", "tool", "pprof", "-sample_index=inuse_space", "-top", path],
+    r = subprocess.run(["go", "tool", "pprof"] + list(opts or ["-sample_index=inuse_space"]) +
+                       ["-top", path],
                        stdin=subprocess.DEVNULL, capture_output=True, text=True,
                        timeout=120, env=dict(os.environ, HOME=os.path.dirname(path)))
     t.check(r.returncode == 0, "go tool pprof reads mem.pb.gz (%s)" % r.stderr.strip()[-200:])
@@ -177,6 +195,86 @@ def leak():
                         "ljperf diff %s: a page in bytes" % " ".join(extra or ["(inuse.folded)"]))
 
 
+def gcleak():
+    luajit = t.built("bin", "luajit")
+    r = subprocess.run([luajit, os.path.join(HERE, "gcleak.lua"), "measure"],
+                       capture_output=True, text=True, timeout=120)
+    w = r.stdout.replace(",", "").split()
+    t.check(r.returncode == 0 and len(w) == 9, "gcleak.lua measure: %r" % r.stdout)
+    kept, array = int(w[3]), int(w[7])
+    print("# the kept tables: %d bytes, of which kept's array part %d (%.1f%%)"
+          % (kept, array, 100.0 * array / kept))
+    names = ("leaky", "churn", "scratch")
+    shares = []
+    with t.Session() as s:
+        for run in range(10):
+            out = s.path("run%d" % run)
+            r = s.ljperf(["record", "--mem", "--mem-kinds", "--mem-rate", RATE,
+                          "-o", out, "--", luajit, os.path.join(HERE, "gcleak.lua")])
+            t.check(r.returncode == 0, "run %d: ljperf record --mem exits 0" % run)
+            t.check("live at the last completed GC cycle" in r.stderr,
+                    "run %d: in use is as of the last completed GC cycle" % run)
+            inuse = stacks(out, "inuse.folded")
+            total = sum(inuse.values())
+            arr = sum(w for s_, w in inuse.items()
+                      if owner(s_, names) == "leaky" and s_.endswith(";[table array]"))
+            got = bytes_by(inuse, names)["leaky"] - arr
+            share = 100.0 * got / max(total - arr, 1)
+            shares.append(share)
+            t.check(share >= 90.0,
+                    "run %d: leaky holds %.1f%% of %d bytes in use (its kept array, %d "
+                    "bytes, aside)" % (run, share, total, arr))
+    print("# leaky's share of in use, 10 runs: %s" % " ".join("%.1f" % x for x in shares))
+
+
+def kinds():
+    luajit = t.built("bin", "luajit")
+    with t.Session() as s:
+        out = s.path("out")
+        r = s.ljperf(["record", "--mem", "--mem-kinds", "--mem-rate", "8k",
+                      "-o", out, "--", luajit, os.path.join(HERE, "kinds.lua")])
+        t.check(r.returncode == 0, "ljperf record --mem exits 0")
+        truth = dict((k, int(v)) for k, v in
+                     (ln.split("\t") for ln in r.stdout.splitlines() if "\t" in ln))
+        t.check(len(truth) == 8, "the program printed its truth: %r" % truth)
+        with open(os.path.join(out, "mem.json")) as f:
+            got = {k: v[0] for k, v in json.load(f)["kinds"].items()}
+        tt, gt = sum(truth.values()), sum(got.values())
+        for k in sorted(truth):
+            ts, gs = 100.0 * truth[k] / tt, 100.0 * got.get(k, 0) / max(gt, 1)
+            t.check(abs(ts - gs) <= SHARE_POINTS,
+                    "%s: %.1f%% of the sampled bytes, %.1f%% true" % (k, gs, ts))
+        t.check(all(" %s " % k in r.stderr or " %s  " % k in r.stderr for k in truth),
+                "ljperf names every kind in its table")
+        alloc = stacks(out, "alloc.folded")
+        t.check(any(s_.endswith("ffi.new;[cdata]") for s_ in alloc) and
+                any(s_.endswith("coroutine.create;[thread]") for s_ in alloc),
+                "--mem-kinds: the kind is the leaf frame ([cdata] under ffi.new)")
+        top = go_pprof_top(os.path.join(out, "mem.pb.gz"), "-sample_index=alloc_space",
+                           "-tagfocus", "kind=^cdata$")
+        t.check("ffi.new" in top and "coroutine.create" not in top and "newproxy" not in top,
+                "go tool pprof -tagfocus kind=^cdata$ keeps ffi.new only")
+
+
+def stopfree():
+    luajit = t.built("bin", "luajit")
+    with t.Session() as s:
+        for view in ("cycle", "now"):
+            out = s.path(view)
+            r = s.ljperf(["record", "--mem", "--mem-kinds", "--mem-rate", RATE, "--inuse",
+                          view, "-o", out, "--", luajit,
+                          os.path.join(HERE, "stopfree.lua")])
+            t.check(r.returncode == 0 and "mem off" in r.stdout,
+                    "%s: ljperf record --mem exits 0, the program stopped samples" % view)
+            # hold's tables (the JIT's trace of its loop stays live)
+            alloc, held = (bytes_by({s_: w for s_, w in stacks(out, f).items()
+                                     if s_.endswith(("[table]", "[table array]"))},
+                                    ("hold",))["hold"]
+                           for f in ("alloc.folded", "inuse.folded"))
+            t.check(alloc > 0 and held == 0, "%s: hold allocated %d bytes, %d in use"
+                    % (view, alloc, held))
+
+
 def nonroot():
     if os.geteuid() != 0:
         t.fail("needs root, to run ljperf as nobody with setpriv")
@@ -220,7 +318,9 @@ def attach():
         total = sum(stacks(out, "alloc.folded").values())
         t.check(got["grow"] >= 0.8 * total,
                 "grow allocated %d of %d bytes sampled" % (got["grow"], total))
-        t.check(os.path.isfile(os.path.join(out, "inuse.html")), "wrote inuse.html")
+        # grow keeps 256 small tables at a time: live at the last completed GC
+        # cycle is next to nothing (no page then), but the profile is written
+        t.check(os.path.isfile(os.path.join(out, "inuse.folded")), "wrote inuse.folded")
 
 
 def cli():
@@ -247,10 +347,14 @@ def main():
     case = sys.argv[1] if len(sys.argv) > 1 else ""
     if case.startswith("known."):
         t.main(lambda: known(case.split(".", 1)[1]))
-    elif case in ("leak", "nonroot", "attach", "cli"):
-        t.main({"leak": leak, "nonroot": nonroot, "attach": attach, "cli": cli}[case])
+    elif case in CASES:
+        t.main(CASES[case])
     else:
-        sys.exit("usage: profile.py known.jit|known.joff|leak|nonroot|attach|cli")
+        sys.exit("usage: profile.py known.jit|known.joff|%s" % "|".join(CASES))
+
+
+CASES = {"leak": leak, "gcleak": gcleak, "kinds": kinds, "stopfree": stopfree,
+         "nonroot": nonroot, "attach": attach, "cli": cli}
 
 
 if __name__ == "__main__":

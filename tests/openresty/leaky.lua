@@ -1,8 +1,7 @@
 -- tests/openresty/mem.py: two content handlers. handle() leaks: every
 -- request adds a ~530-byte string to a module-level table that is never
 -- emptied. churn() allocates more (small tables and strings) and keeps
--- none of it. gc() runs a full collection in the worker that serves it and
--- says which worker that was.
+-- none of it.
 local M = {}
 local cache = {}
 
@@ -17,11 +16,6 @@ function M.churn()
     t[i] = {i, i + 1, "item" .. i}
   end
   ngx.print("churned ", #t, "\n")
-end
-
-function M.gc()
-  collectgarbage("collect")
-  ngx.print(ngx.worker.pid(), "\n")
 end
 
 return M

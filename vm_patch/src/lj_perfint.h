@@ -52,6 +52,7 @@ typedef struct TracePos TracePos;
 #define lj_perfmem_start(g, rate)	(UNUSED(g), UNUSED(rate), 0)
 #define lj_perfmem_stop(g, closing)	UNUSED(g)
 #define lj_perfmem_on(g)		(UNUSED(g), 0)
+#define lj_perfmem_poll(g)		UNUSED(g)
 #endif
 
 /* -- Parts (lj_perf.c) ---------------------------------------------------- */

@@ -6,16 +6,29 @@
 ** so does the free of a sampled block: the wrapper writes to a page it
 ** dropped (MADV_DONTNEED), and perf records the page fault (event
 ** page-faults, period 1) with the kernel's frame-pointer call chain and
-** these registers (perf record --user-regs=ax,cx,dx,si,r8,r13):
-**   CX   PERFMEM_MAGIC | SKIP<<8 | TYPE (1: allocation, 2: a sampled
-**        block freed or reallocated); the chain's SKIP leaf frames are the
-**        wrapper's own (the trap's IP, and perfmem_allocf if it is there)
+** these registers (perf record --user-regs=ax,bx,cx,dx,si,di,r8-r14):
+**   CX   PERFMEM_MAGIC | SKIP<<8 | NFREE<<4 | TYPE (1: an allocation, 2:
+**        frees only, 3: the blocks lua_close frees, all those still live);
+**        the chain's SKIP leaf frames are the wrapper's own
+**        (the trap's IP, and perfmem_allocf if it is there)
 **   AX   the block's size in bytes     DX  its address
-**   SI   RATE                          R8  the trap's sequence number (the
-**        kernel may count one fault twice)
+**   SI   RATE | (PHASE & 0xffff)<<32 | (LASTEND & 0xffff)<<48
+**   R8   the trap's sequence number (the kernel may count one fault twice)
 **   R13  the interpreter's PC in the innermost Lua frame, as in CPU
 **        samples; 0 when not known here (a trace: its address is in the
 **        chain)
+**   BX, DI, R9, R10, R11, R12, R14: the first NFREE hold sampled blocks
+**        freed (or reallocated) since the last trap, oldest first, each
+**        ADDRESS | (PHASE at its free & 0xffff)<<48
+** Frees wait for the next trap (one of their own only when 7 wait); a stop,
+** lua_close, and while switched on remotely a poll 100 ms after the
+** oldest, flush them. Those also trap when a cycle completed since the
+** last trap (the poll: 100 ms after it), so that the reader knows.
+** PHASE counts the GC's cycle boundaries since the start: 2N-1 while the
+** Nth cycle seen runs, 2N once it completed (a cycle a full GC abandons
+** never completes: the next start goes from 2N-1 to 2N+1). LASTEND is the
+** PHASE at which the latest cycle completed (0: none yet).
+** The kind of a block is not carried: the reader takes it from the chain.
 ** Off, the program's own allocator is in g->allocf: no allocation runs
 ** anything of this file. Everything is taken from the C heap and mmap, never
 ** from the Lua heap it samples.
@@ -38,16 +51,21 @@
 #include "lj_obj.h"
 #include "lj_frame.h"
 #include "lj_perfmem.h"
+#include "lj_gc.h"
+#include "lj_perfint.h"
 
 #if LJ_HASPERF && LJ_TARGET_X64
 
 #define PERFMEM_MAGIC	0x4c4a4d454d0000ull	/* "LJMEM" << 16 */
 #define PERFMEM_ALLOC	(PERFMEM_MAGIC | 1u)	/* | SKIP << 8 */
 #define PERFMEM_FREE	(PERFMEM_MAGIC | 2u)
+#define PERFMEM_CLOSE	(PERFMEM_MAGIC | 3u)
 #define PERFMEM_NTRAP	64	/* Trap pages, re-armed by one madvise. */
 #define PERFMEM_PAGE	4096
 #define PERFMEM_MINLIVE	4096	/* Smallest table of sampled blocks. */
 #define PERFMEM_NHINT	4096	/* Hints: sampled blocks per address bucket. */
+#define PERFMEM_NFREE	7	/* Frees one trap carries. */
+#define PERFMEM_FREEAGE	100000000	/* ns: a remote poll flushes older ones. */
 
 typedef struct PerfMem {
   lua_Alloc allocf;	/* The allocator wrapped, */
@@ -58,6 +76,13 @@ typedef struct PerfMem {
   uint64_t rate;	/* Mean gap; 0: stopped, passing through. */
   uint64_t rng;		/* xorshift64* state of the gaps. */
   uint64_t seq;		/* Traps made. */
+  uint64_t phase;	/* GC cycle boundaries (see above), */
+  uint64_t lastend;	/* and the latest completion's, */
+  uint64_t saidend;	/* as the last trap said it, */
+  int64_t said_t;	/* at this time (CLOCK_MONOTONIC_COARSE). */
+  uint64_t pend[PERFMEM_NFREE];	/* Frees waiting for a trap, */
+  uint32_t npend;	/* how many, */
+  int64_t pend_t;	/* and when the oldest came (CLOCK_MONOTONIC_COARSE). */
   char *trap;		/* PERFMEM_NTRAP pages, */
   uint32_t ntrap;	/* the next one to write. */
   uint32_t mask;	/* Sampled blocks not freed yet: open addressing, */
@@ -181,23 +206,75 @@ static const BCIns *perfmem_pc(global_State *g)
   return NULL;
 }
 
-/* The trap (always inlined: its IP is the chain's leaf frame). Each page
-** faults once; every PERFMEM_NTRAP traps one madvise drops them all again.
+static int64_t perfmem_now(void)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0) return 0;
+  return (int64_t)ts.tv_sec*1000000000 + ts.tv_nsec;
+}
+
+/* The trap (always inlined: its IP is the chain's leaf frame), with the
+** waiting frees. Each page faults once; every PERFMEM_NTRAP traps one
+** madvise drops them all again.
 */
 static LJ_AINLINE void perfmem_trap(PerfMem *m, uint64_t type, void *p,
 				    size_t size, const BCIns *pc)
 {
+  uint64_t *f = m->pend;
   register uint64_t r8 __asm__("r8") = ++m->seq;
+  register uint64_t r9 __asm__("r9") = f[2];
+  register uint64_t r10 __asm__("r10") = f[3];
+  register uint64_t r11 __asm__("r11") = f[4];
+  register uint64_t r12 __asm__("r12") = f[5];
   register uint64_t r13 __asm__("r13") = (uint64_t)(uintptr_t)pc;
+  register uint64_t r14 __asm__("r14") = f[6];
   char *page = m->trap + (size_t)m->ntrap * PERFMEM_PAGE;
   __asm__ volatile("movb $0, (%0)"
-		   : : "r"(page), "a"(size), "c"(type), "d"(p), "S"(m->rate),
-		       "r"(r8), "r"(r13)
+		   : : "r"(page), "a"(size), "c"(type | (uint64_t)m->npend << 4),
+		       "d"(p), "S"(m->rate | (m->phase & 0xffff) << 32 |
+			      (m->lastend & 0xffff) << 48), "b"(f[0]),
+		       "D"(f[1]), "r"(r8), "r"(r9), "r"(r10), "r"(r11),
+		       "r"(r12), "r"(r13), "r"(r14)
 		   : "memory");
+  m->npend = 0;
+  m->saidend = m->lastend;
+  m->said_t = perfmem_now();
   if (++m->ntrap == PERFMEM_NTRAP) {
     m->ntrap = 0;
     madvise(m->trap, PERFMEM_NTRAP * PERFMEM_PAGE, MADV_DONTNEED);
   }
+}
+
+
+/* A sampled block P was freed: it waits for the next trap. Returns 1 when
+** PERFMEM_NFREE wait (the caller traps).
+*/
+static int perfmem_pend(PerfMem *m, void *p)
+{
+  if (!m->npend) m->pend_t = perfmem_now();
+  m->pend[m->npend++] = (uint64_t)(uintptr_t)p | (m->phase & 0xffff) << 48;
+  return m->npend == PERFMEM_NFREE;
+}
+
+/* The waiting frees, in a trap of their own (stop, close, poll), also
+** without frees when a cycle completed since the last trap said LASTEND;
+** TYPE PERFMEM_FREE, or PERFMEM_CLOSE for those of perfmem_freeall.
+*/
+static LJ_NOINLINE void perfmem_flush(PerfMem *m, uint64_t type)
+{
+  if (m->npend || m->lastend != m->saidend)
+    perfmem_trap(m, type | 1u << 8, NULL, 0, NULL);
+}
+
+/* lua_close frees every block: all sampled ones still live are said. */
+static void perfmem_freeall(PerfMem *m)
+{
+  uint32_t i;
+  perfmem_flush(m, PERFMEM_FREE);
+  for (i = 0; i <= m->mask; i++)
+    if (m->live[i] && perfmem_pend(m, (void *)m->live[i]))
+      perfmem_flush(m, PERFMEM_CLOSE);
+  perfmem_flush(m, PERFMEM_CLOSE);
 }
 
 /* An allocation crossed the gap: the next gap, and P remembered. Returns
@@ -223,8 +300,9 @@ static LJ_NOINLINE void *perfmem_slow(PerfMem *m, void *p, size_t osize,
   void *np = m->allocf(m->allocd, p, osize, nsize);
   uint64_t skip = (uintptr_t)__builtin_return_address(0) -
 		  (uintptr_t)perfmem_allocf < 256 ? 2u << 8 : 1u << 8;
-  if (p && (np || !nsize) && perfmem_forget(m, (uintptr_t)p))
-    perfmem_trap(m, PERFMEM_FREE | skip, p, osize, NULL);
+  if (p && (np || !nsize) && perfmem_forget(m, (uintptr_t)p) &&
+      perfmem_pend(m, p))
+    perfmem_trap(m, PERFMEM_FREE | skip, NULL, 0, NULL);
   if (np && nsize && (m->left -= (int64_t)nsize) < 0 && m->rate) {
     const BCIns *pc = perfmem_sample(m, np);
     if (pc != (const BCIns *)(intptr_t)-1)
@@ -251,6 +329,9 @@ static void *perfmem_allocf(void *ud, void *p, size_t osize, size_t nsize)
 
 static void perfmem_reset(PerfMem *m, uint64_t rate)
 {
+  m->npend = 0;
+  m->phase = m->g && m->g->gc.state != GCSpause;
+  m->lastend = m->saidend = 0;
   memset(m->live, 0, (size_t)(m->mask + 1) * sizeof(uintptr_t));
   memset(m->hint, 0, sizeof(m->hint));
   m->nlive = 0;
@@ -331,6 +412,8 @@ void lj_perfmem_stop(global_State *g, int closing)
   for (pp = &perfmem_all; (m = *pp) != NULL; pp = &m->next)
     if (m->g == g) break;
   if (m) {
+    if (closing) perfmem_freeall(m);
+    else perfmem_flush(m, PERFMEM_FREE);
     if (g->allocf == perfmem_allocf && g->allocd == m) {  /* Ours on top. */
       g->allocf = m->allocf;
       g->allocd = m->allocd;
@@ -358,6 +441,39 @@ int lj_perfmem_on(global_State *g)
   return m && m->rate;
 }
 
+/* G's sampler, if it samples. Ours on top needs no lock: only G's own
+** thread changes its allocator.
+*/
+static PerfMem *perfmem_of(global_State *g)
+{
+  PerfMem *m;
+  if (g->allocf == perfmem_allocf) return (PerfMem *)g->allocd;
+  if (!__atomic_load_n(&perfmem_all, __ATOMIC_RELAXED)) return NULL;
+  pthread_mutex_lock(&perfmem_mutex);
+  m = perfmem_find(g);
+  pthread_mutex_unlock(&perfmem_mutex);
+  return m && m->rate ? m : NULL;
+}
+
+void lj_perfmem_gc(global_State *g, int end)
+{
+  PerfMem *m = perfmem_of(g);
+  if (!m || !m->rate) return;
+  if (!end) m->phase += (m->phase & 1) ? 2 : 1;
+  else if ((m->phase & 1)) m->lastend = ++m->phase;
+}
+
+void lj_perfmem_poll(global_State *g)
+{
+  PerfMem *m = perfmem_of(g);
+  int64_t now;
+  if (!m || (!m->npend && m->lastend == m->saidend)) return;
+  now = perfmem_now();
+  if ((m->npend && now - m->pend_t >= PERFMEM_FREEAGE) ||
+      (m->lastend != m->saidend && now - m->said_t >= PERFMEM_FREEAGE))
+    perfmem_flush(m, PERFMEM_FREE);
+}
+
 #else
 
 int lj_perfmem_start(global_State *g, uint64_t rate)
@@ -370,5 +486,7 @@ void lj_perfmem_stop(global_State *g, int closing)
   UNUSED(g); UNUSED(closing);
 }
 int lj_perfmem_on(global_State *g) { UNUSED(g); return 0; }
+void lj_perfmem_gc(global_State *g, int end) { UNUSED(g); UNUSED(end); }
+void lj_perfmem_poll(global_State *g) { UNUSED(g); }
 
 #endif

@@ -20,5 +20,11 @@
 LJ_FUNC int lj_perfmem_start(global_State *g, uint64_t rate);
 LJ_FUNC void lj_perfmem_stop(global_State *g, int closing);
 LJ_FUNC int lj_perfmem_on(global_State *g);
+/* A GC cycle of G starts (END 0) or completes (END 1): lj_gc.c, once per
+** boundary; nothing per allocation.
+*/
+LJ_FUNC void lj_perfmem_gc(global_State *g, int end);
+/* While switched on remotely, at each poll: frees waiting 100 ms go out. */
+LJ_FUNC void lj_perfmem_poll(global_State *g);
 
 #endif

@@ -129,6 +129,7 @@ void LJ_FASTCALL lj_perf_remote(lua_State *L)
     g->perfremote = 0;
     __atomic_sub_fetch(&lj_perf_ctl.nremote, 1, __ATOMIC_SEQ_CST);
   }
+  if ((g->perfremote & PERF_MEM)) lj_perfmem_poll(g);  /* 0006 */
   lj_perf_ctl.ack = seq;
   g->perfseen = (g->perfremote & PERF_REMOTE_ON) ? seq ^ PERF_POLLALL : seq;
 }

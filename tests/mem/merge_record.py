@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
 """lj_merge --mem on real perf recordings of memtraps.c (ctest mem.merge_record).
 
-usage: mem.py MEMTRAPS      (the built tests/lj_merge/memtraps; needs perf
+usage: merge_record.py MEMTRAPS   (the built tests/mem/memtraps; needs perf
                              usable by the user, go, node + Chromium)
 
 memtraps emits allocation traps exactly as the patched VM does (the
-protocol: docs/ljperf.md, "Memory profiles"): f_a, f_b, f_c allocate 64,
-1000 and 20000 bytes, sampled Go's way from a fixed seed; f_c frees its
-block at once, every other f_b block is freed at the end. It writes the
-truth: per function, Go's scaling of what it sampled. Recorded under
+protocol: docs/memory.md): f_a, f_b, f_c allocate 64, 1000 and 20000
+bytes, sampled Go's way from a fixed seed; f_c frees its block at once;
+then a GC cycle is marked, during which half the f_b blocks are freed and
+more f_a allocated, and after which a quarter more f_b are freed and more
+f_a allocated. Frees ride on the next trap (7 at most; a trap of their own
+when 7 wait, and at the end); then everything left is freed as lua_close
+does (in use unchanged: its frees are set aside). It writes the truth: per function, Go's
+scaling of what it sampled, in use as of the cycle and now. Recorded under
 `perf record -e page-faults/period=1/u -e cpu-clock -g --call-graph fp
---user-regs=r13,ax,cx,dx,si,r8`, `perf script -F ...,uregs`, then:
+--user-regs=r13,<vmregs.USER_REGS>`, `perf script -F ...,uregs`, then:
 
   1. alloc.folded (lj_merge --mem): one stack per function,
      memtraps;__libc_start_call_main;main;f_X (the trap's own frame skipped),
      its bytes the truth's alloc_space (rounded);
-  2. inuse.folded (--inuse): f_a and f_b's live space, no f_c (all freed);
+  2. inuse.folded (--inuse): f_a and f_b's space live at the end of the
+     cycle, no f_c (all freed); with --inuse-at now, what is not freed;
   3. the stderr summary: every trap used (as many as the program made),
-     every free matched, the duplicates the kernel reported (counted from
+     every free matched, the in-use view named, the duplicates the kernel reported (counted from
      the text: same thread, R8 and CX as the trap before) dropped, the
      program's own faults and the cpu-clock samples ignored (counted from
      the text, cpu-clock ticks that hit the trap instruction included);
@@ -42,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 
+from ljperf import vmregs
 from tests.lib import ljptest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,7 +88,7 @@ def record(tmp, memtraps, n, tag):
     truth = os.path.join(tmp, tag + ".truth")
     run([perf, "--buildid-dir", os.path.join(tmp, ".debug"), "record", "-o", data,
          "-e", "page-faults/period=1/u", "-e", "cpu-clock", "-g", "--call-graph", "fp",
-         "--user-regs=r13,ax,cx,dx,si,r8", memtraps, str(n), str(RATE), truth])
+         "--user-regs=r13," + vmregs.USER_REGS, memtraps, str(n), str(RATE), truth])
     txt = os.path.join(tmp, tag + ".txt")
     with open(txt, "w") as f:
         r = subprocess.run([perf, "--buildid-dir", os.path.join(tmp, ".debug"), "script",
@@ -106,15 +112,18 @@ def lj_merge(txt, outdir, *extra):
     r = run([sys.executable, LJ_MERGE, "--mem", "-o", p("alloc.folded"), "--inuse",
              p("inuse.folded"), "--pprof", p("mem.pb.gz"), "--kinds", p("mem.kinds")]
             + list(extra) + [txt])
-    m = re.search(r"memory: (\d+) trap samples used \((\d+) allocations, (\d+) frees\), "
-                  r"(\d+) duplicates dropped, (\d+) of the program's own page faults "
-                  r"ignored, (\d+) frees matched, (\d+) frees with no sampled allocation, "
-                  r"(\d+) samples of other events ignored", r.stderr)
+    m = re.search(r"memory: (\d+) trap samples used \((\d+) allocations, (\d+) frees only, "
+                  r"(\d+) of lua_close\), (\d+) frees \((\d+) by lua_close\), "
+                  r"(\d+) duplicates dropped, (\d+) of the program's own page "
+                  r"faults ignored, (\d+) frees matched, (\d+) frees with no sampled "
+                  r"allocation, (\d+) samples of other events ignored; in use: (.*)", r.stderr)
     if not m:
         die("no memory summary line on stderr: " + r.stderr[-500:])
-    keys = ("used", "allocs", "frees", "dups", "own", "matched", "unmatched", "other")
-    return ljptest.folded(p("alloc.folded")), ljptest.folded(p("inuse.folded")), \
-        dict(zip(keys, map(int, m.groups())))
+    keys = ("used", "allocs", "flushes", "closes", "frees", "closed", "dups", "own", "matched",
+            "unmatched", "other")
+    st = dict(zip(keys, map(int, m.groups()[:-1])))
+    st["view"] = m.group(m.lastindex)
+    return ljptest.folded(p("alloc.folded")), ljptest.folded(p("inuse.folded")), st
 
 
 def text_counts(txt):
@@ -290,7 +299,7 @@ def pages(tmp, d, d2, alloc, inuse):
 
 def main():
     if len(sys.argv) != 2 or not os.access(sys.argv[1], os.X_OK):
-        die("usage: mem.py MEMTRAPS (the built tests/lj_merge/memtraps)")
+        die("usage: merge_record.py MEMTRAPS (the built tests/mem/memtraps)")
     memtraps = os.path.abspath(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="ljperf-mem-")
     try:
@@ -310,14 +319,29 @@ def main():
             for s in want:
                 check(abs(got.get(s, 0) - want[s]) <= 1, "%s %s: %d bytes, truth %d"
                       % (what, s.rpartition(";")[2], got.get(s, 0), want[s]))
+        # 2b: in use now
+        _, now, st_now = lj_merge(txt, os.path.join(tmp, "now"), "--inuse-at", "now")
+        want_now = {HOST + f: round(truth[f][6]) for f in ("f_a", "f_b")}
+        check(sorted(now) == sorted(want_now) and
+              all(abs(now.get(s, 0) - want_now[s]) <= 1 for s in want_now),
+              "--inuse-at now: %s, truth %s" % (now, want_now))
+        check(st["view"] == "as of the last completed GC cycle" and
+              st_now["view"] == "at the end (--inuse-at now)",
+              "the in-use view said: %r, %r" % (st["view"], st_now["view"]))
         # 3: the summary
-        n_alloc, n_free = int(truth["traps"][0]), int(truth["traps"][1])
-        check(st["allocs"] == n_alloc and st["frees"] == n_free,
-              "every trap used: %d allocations, %d frees" % (n_alloc, n_free))
+        n_alloc, n_free, n_flush, n_closed, n_close = (int(x) for x in truth["traps"])
+        check(st["allocs"] == n_alloc and st["frees"] == n_free and st["flushes"] == n_flush
+              and st["closed"] == n_closed and st["closes"] == n_close,
+              "every trap used: %d allocations, %d frees, %d traps of frees only, %d "
+              "frees in %d traps of the close" % (n_alloc, n_free, n_flush, n_closed, n_close))
+        check(n_flush * 5 < n_free - n_closed,
+              "frees ride on allocation traps: %d of their own for %d"
+              % (n_flush, n_free - n_closed))
         check(st["matched"] == n_free and st["unmatched"] == 0, "every free matched")
-        check(st["dups"] == tc["dups"] and tc["traps"] - tc["dups"] == n_alloc + n_free,
+        n_traps = n_alloc + n_flush + n_close
+        check(st["dups"] == tc["dups"] and tc["traps"] - tc["dups"] == n_traps,
               "duplicates dropped: %d (the text has %d trap samples for %d traps)"
-              % (st["dups"], tc["traps"], n_alloc + n_free))
+              % (st["dups"], tc["traps"], n_traps))
         check(st["own"] == tc["faults"] - tc["traps"],
               "the program's own faults ignored: %d" % st["own"])
         check(st["other"] == tc["cpu"], "cpu-clock samples ignored: %d (%d at a trap)"

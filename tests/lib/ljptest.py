@@ -128,6 +128,14 @@ def need_perf():
         fail("perf is not installed (Debian package linux-perf)")
 
 
+def need_perf_and_wrk():
+    """The servers' tests under load: perf and wrk installed, perf usable."""
+    for tool in ("perf", "wrk"):
+        if not shutil.which(tool):
+            fail("%s is not installed (.ci/packages, .ci/openresty-packages)" % tool)
+    perf_event()
+
+
 # Libraries Debian builds without frame pointers: a frame-pointer chain
 # cannot be followed through their code, whatever the VM does.
 NOFP_LIBS = ("/libc.so", "/libm.so", "/libgcc_s.so", "/ld-linux", "/libstdc++",

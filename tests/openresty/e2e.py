@@ -333,10 +333,7 @@ def main():
     p.add_argument("--jit", choices=("on", "off", "both"), default="both")
     p.add_argument("--keep", metavar="DIR", help="keep a failing recording in DIR-JIT")
     o = p.parse_args()
-    for tool in ("perf", "wrk"):
-        if not shutil.which(tool):
-            ljptest.fail("%s is not installed (.ci/packages, .ci/openresty-packages)" % tool)
-    ljptest.perf_event()
+    ljptest.need_perf_and_wrk()
     ok = True
     for jit in (("on", "off") if o.jit == "both" else (o.jit,)):
         ok = run(o, jit) and ok

@@ -302,10 +302,7 @@ def main():
     o = p.parse_args()
     if o.seconds < 4:
         p.error("--seconds must be >= 4")
-    for tool in ("perf", "wrk"):
-        if not shutil.which(tool):
-            ljptest.fail("%s is not installed (.ci/packages, .ci/openresty-packages)" % tool)
-    ljptest.perf_event()
+    ljptest.need_perf_and_wrk()
     return run(o)
 
 

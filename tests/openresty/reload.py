@@ -88,10 +88,7 @@ def main():
     p.add_argument("--ljperf", required=True)
     p.add_argument("--seconds", type=int, default=9)
     o = p.parse_args()
-    for tool in ("perf", "wrk"):
-        if not shutil.which(tool):
-            ljptest.fail("%s is not installed" % tool)
-    ljptest.perf_event()
+    ljptest.need_perf_and_wrk()
     tmp = tempfile.mkdtemp(prefix="ljperf-or-reload-")
     os.chmod(tmp, 0o755)
     dumps = os.path.join(tmp, "dumps")

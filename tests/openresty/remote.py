@@ -293,10 +293,7 @@ def main():
     p.add_argument("--freq", type=int, default=1999)
     p.add_argument("--keep", metavar="DIR", help="keep a failing recording in DIR-*")
     o = p.parse_args()
-    for tool in ("perf", "wrk"):
-        if not shutil.which(tool):
-            ljptest.fail("%s is not installed (.ci/packages, .ci/openresty-packages)" % tool)
-    ljptest.perf_event()
+    ljptest.need_perf_and_wrk()
     return run(o)
 
 

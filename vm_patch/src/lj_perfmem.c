@@ -52,7 +52,6 @@
 #include "lj_frame.h"
 #include "lj_perfmem.h"
 #include "lj_gc.h"
-#include "lj_perfint.h"
 
 #if LJ_HASPERF && LJ_TARGET_X64
 

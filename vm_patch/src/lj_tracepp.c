@@ -106,8 +106,7 @@ void lj_tracepp_save(jit_State *J, GCtrace *T)
   if (!n) return;
   T->pp = lj_mem_newvec(J->L, n, uint32_t);
   for (i = 0; i < n; i++) {
-    MCode *p = J->ppbuf[i];
-    lj_assertJ(p[0] == TRACEPP_JMPS, "patch point not a short jump");
+    MCode *p = J->ppbuf[i];  /* A short jump: traces are born off. */
     T->pp[i] = ((uint32_t)(p - T->mcode) << 8) | p[1];
   }
   T->npp = n;

@@ -1,6 +1,7 @@
 """nginx serving a test's own Lua module from tests/openresty (mem.py,
 offcpu.py): examples/openresty/serve.Nginx with a configuration of the
-subclass's LOCATIONS instead of the example's."""
+subclass's LOCATIONS instead of the example's; and an nginx started
+without the VM's LUAJIT_PERF* variables (those and remote.py)."""
 
 from examples.openresty import serve
 
@@ -49,3 +50,14 @@ class LuaAppNginx(serve.Nginx):
             return self.get(self.PROBE, key=None)[0] == 200
         except OSError:
             return False
+
+
+# What the VM reads at its start: a server "started without LUAJIT_PERF".
+PERF_VARS = ("LUAJIT_PERF", "LUAJIT_PERF_DIR", "LUAJIT_PERF_REMOTE", "LUAJIT_PERF_MEMRATE")
+
+
+def without_perf_env(ngx):
+    """NGX (a serve.Nginx) with none of PERF_VARS in its environment."""
+    for k in PERF_VARS:
+        ngx.env.pop(k, None)
+    return ngx

@@ -247,9 +247,7 @@ def record(opts, ngx, workers, out):
 
 def run(opts):
     tmp = tempfile.mkdtemp(prefix="ljperf-or-mem-")
-    ngx = LeakyNginx(opts.nginx, workers=2, perf_env=False)
-    for k in ("LUAJIT_PERF", "LUAJIT_PERF_DIR", "LUAJIT_PERF_REMOTE", "LUAJIT_PERF_MEMRATE"):
-        ngx.env.pop(k, None)
+    ngx = luaapp.without_perf_env(LeakyNginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
         try:

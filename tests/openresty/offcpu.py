@@ -83,9 +83,7 @@ def wrk_ok(p, name):
 
 def run(opts):
     tmp = tempfile.mkdtemp(prefix="ljperf-or-offcpu-")
-    ngx = BlockyNginx(opts.nginx, workers=2, perf_env=False)
-    for k in ("LUAJIT_PERF", "LUAJIT_PERF_DIR", "LUAJIT_PERF_REMOTE"):
-        ngx.env.pop(k, None)
+    ngx = luaapp.without_perf_env(BlockyNginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
         try:

@@ -52,6 +52,7 @@ from tests.lib import ljptest
 from ljperf import remote as ljremote
 import e2e
 import identity
+import luaapp
 
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")
 
@@ -238,9 +239,7 @@ def record(opts, ngx, workers, how, tmp):
 
 def run(opts):
     tmp = tempfile.mkdtemp(prefix="ljperf-or-remote-")
-    ngx = serve.Nginx(opts.nginx, workers=2, perf_env=False)
-    for k in ("LUAJIT_PERF", "LUAJIT_PERF_DIR", "LUAJIT_PERF_REMOTE"):
-        ngx.env.pop(k, None)
+    ngx = luaapp.without_perf_env(serve.Nginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
         ngx.start()

@@ -220,8 +220,15 @@ def write_profile(perf, outdir, data, opts, meta):
     folded, kinds_path = fold(perf, outdir, data, opts, switched_at=cut, event=only)
     stacks = load_folded(folded)
     if not stacks:
-        raise Fail("no samples: the profile is empty (did the program run long enough "
-                   "and use the CPU? try a longer run or a higher -F)")
+        # A program that waits (--off-cpu) or allocates without computing
+        # (--mem) may give no CPU sample: its other profile is the result.
+        others = [f for f in ("offcpu.folded", "alloc.folded")
+                  if os.path.exists(os.path.join(outdir, f)) and
+                  load_folded(os.path.join(outdir, f))]
+        if not others:
+            raise Fail("no samples: the profile is empty (did the program run long enough "
+                       "and use the CPU? try a longer run or a higher -F)")
+        say("no CPU samples (the program hardly ran on the CPU): see %s" % others[0])
     m = {"title": meta.get("title"), "event": event, "unit": event_unit(event),
          "frequency": meta.get("frequency"), "recorded": meta.get("recorded"),
          "duration": meta.get("duration"), "target": meta.get("target")}

@@ -55,7 +55,7 @@ def run(opts):
         t.check(sorted(own) == ["blocked", "total"], "the fiber printed its timings")
         for f in ("offcpu.folded", "offcpu.html", "offcpu.pb.gz"):
             t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
-        off = t.ljptest.folded(os.path.join(out, "offcpu.folded"))
+        off = t.folded(os.path.join(out, "offcpu.folded"))
         pid = t.meta(out)["pids"][0]
         tx = {k: w for k, w in off.items() if k.split(";", 1)[0].endswith("-%d/%d" % (pid, pid))}
         t.check(bool(tx), "the tx thread (tid %d) has off-CPU stacks" % pid)

@@ -36,6 +36,7 @@ def test():
     with tempfile.TemporaryDirectory(prefix="ljperf-flips-") as tmp:
         stop = os.path.join(tmp, "stop")
         env = {k: v for k, v in os.environ.items() if not k.startswith("LUAJIT_PERF")}
+        env["LUAJIT_PERF_DIR"] = tmp      # its jitdump; its perf map is removed below
         p = subprocess.Popen([t.binpath("luajit"), PROG, stop], stdout=subprocess.PIPE,
                              text=True, env=env, cwd=tmp)
         try:
@@ -56,7 +57,12 @@ def test():
             took = time.monotonic() - t0
         finally:
             open(stop, "w").close()
-        out, _ = p.communicate(timeout=60)
+            try:
+                out, _ = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+            t.remove_tmp_files([p.pid])
         if not t.report(p.returncode == 0, "the program ends with status 0 (%s)" % p.returncode):
             return False
         t.report(True, "%d switches on and off, each acknowledged, in %.1f s" % (switches, took))

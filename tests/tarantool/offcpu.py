@@ -49,11 +49,16 @@ def run(opts):
         out = s.path("out")
         p = s.ljperf(["record", "--off-cpu", "--per-thread", "-o", out, "--", opts.tarantool,
                       WORKLOAD, "3"], env=s.env({"TMPDIR": s.dir}), timeout=600)
-        t.check(p.returncode == 0, "ljperf record --off-cpu exits 0")
+        pages = "flame graph renderer not found" not in p.stderr
+        t.check(p.returncode == 0 or (p.returncode == 1 and not pages and
+                                      "offcpu.folded too" in p.stderr),
+                "ljperf record --off-cpu writes the profiles%s"
+                % ("" if pages else " (a build without the page renderer, as CI's "
+                   "build-tarantool3: the folded outputs only)"))
         own = dict((w[0], float(w[1])) for w in (ln.split() for ln in p.stdout.splitlines())
                    if len(w) == 2 and w[0] in ("blocked", "total"))
         t.check(sorted(own) == ["blocked", "total"], "the fiber printed its timings")
-        for f in ("offcpu.folded", "offcpu.html", "offcpu.pb.gz"):
+        for f in ("offcpu.folded", "offcpu.pb.gz") + (("offcpu.html",) if pages else ()):
             t.check(os.path.isfile(os.path.join(out, f)), "wrote " + f)
         off = t.folded(os.path.join(out, "offcpu.folded"))
         pid = t.meta(out)["pids"][0]
@@ -90,8 +95,9 @@ def run(opts):
         t.check(sum(idle.values()) / 1e9 >= 0.5 * rest,
                 "[idle] of the tx thread: %.3f s of the %.3f s the fiber was not in usleep"
                 % (sum(idle.values()) / 1e9, rest))
-        with open(os.path.join(out, "offcpu.html"), encoding="utf-8") as f:
-            t.check('"n":"[idle]"' not in f.read(), "offcpu.html leaves [idle] out")
+        if pages:
+            with open(os.path.join(out, "offcpu.html"), encoding="utf-8") as f:
+                t.check('"n":"[idle]"' not in f.read(), "offcpu.html leaves [idle] out")
 
 
 def main():

@@ -4,6 +4,7 @@ subclass's LOCATIONS instead of the example's; and an nginx started
 without the VM's LUAJIT_PERF* variables (those and remote.py)."""
 
 from examples.openresty import serve
+from tests.lib import ljptest
 
 CONF = """\
 @USER@
@@ -61,3 +62,11 @@ def without_perf_env(ngx):
     for k in PERF_VARS:
         ngx.env.pop(k, None)
     return ngx
+
+
+def start(ngx):
+    """Starts NGX; a server that does not come up fails the test in one line."""
+    try:
+        ngx.start()
+    except RuntimeError as e:
+        ljptest.fail(str(e))

@@ -250,10 +250,7 @@ def run(opts):
     ngx = luaapp.without_perf_env(LeakyNginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
-        try:
-            ngx.start()
-        except RuntimeError as e:
-            ljptest.fail(str(e))
+        luaapp.start(ngx)
         master, workers = ngx.master, ngx.worker_pids()
         pids = [master] + workers
         ok = ljptest.report(len(workers) == 2, "nginx master %d, workers %s"

@@ -86,10 +86,7 @@ def run(opts):
     ngx = luaapp.without_perf_env(BlockyNginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
-        try:
-            ngx.start()
-        except RuntimeError as e:
-            ljptest.fail(str(e))
+        luaapp.start(ngx)
         workers = ngx.worker_pids()
         pids = [ngx.master] + workers
         out = os.path.join(tmp, "prof")

@@ -242,7 +242,7 @@ def run(opts):
     ngx = luaapp.without_perf_env(serve.Nginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
-        ngx.start()
+        luaapp.start(ngx)
         master, workers = ngx.master, ngx.worker_pids()
         pids = [master] + workers
         ok = ljptest.report(len(workers) == 2, "nginx master %d, workers %s"

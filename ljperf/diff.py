@@ -173,9 +173,14 @@ def write_html(before, after, out, absolute=False, unit=None):
 def run(opts):
     """ljperf diff (opts: before, after, output, absolute, format)."""
     before, after = Side(opts.before), Side(opts.after)
-    for side in (before, after):
-        if not side.stacks:
-            raise Fail("%s: the profile is empty" % side.path)
+    empty = [side.path for side in (before, after) if not side.stacks]
+    if len(empty) == 2:
+        raise Fail("both profiles are empty: %s, %s" % tuple(empty))
+    if empty and not opts.absolute:
+        # Shares of nothing are undefined; an empty side is a real
+        # outcome (a leak gone, a function no longer called).
+        say("%s is empty: differences are absolute" % empty[0])
+        opts.absolute = True
     if opts.format == "folded":
         lines = folded_lines(before, after, opts.absolute)
         if opts.output:

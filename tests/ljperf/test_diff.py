@@ -94,6 +94,16 @@ def units():
         f = [c for c in d["tree"]["c"][0]["c"][0]["c"] if c["n"] == "f"][0]
         t.check(d["absolute"] and f["v"] == 75.0, "--absolute: width is the mean weight "
                                                   "(30 + 120) / 2 = 75 (%s)" % f["v"])
+        # an empty side (a leak gone): absolute, said once; both empty: an error
+        e = s.path("empty.folded")
+        open(e, "w").close()
+        r = run(s, ["diff", a, e, "--format", "folded"])
+        t.check(r.stdout == "app;main;f 30 0\napp;main;g 70 0\n" and
+                r.stderr.count("is empty: differences are absolute") == 1,
+                "an empty AFTER: absolute weights, said once:\n" + r.stdout + r.stderr)
+        r = s.ljperf(["diff", e, e])
+        t.check(r.returncode == 1 and "both profiles are empty" in r.stderr,
+                "two empty profiles are one clear error: " + r.stderr.strip())
         r = s.ljperf(["diff", a, s.path("missing")])
         t.check(r.returncode == 1 and "no folded profile" in r.stderr,
                 "a missing input is one clear error")

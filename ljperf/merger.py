@@ -213,15 +213,23 @@ class Folder:
         return None
 
 
+# Where a trace's C call goes through while Lua frames are recorded (vm_patch
+# 0007): it stores the call site, so under it the slot's is the last call's.
+CALL_THUNKS = "lj_vm_call_thunks"
+
+
 def without_slot(frames):
     """FRAMES (leaf first) without the call sites the record slot of trace
-    code adds (vm_patch 0007): under trace code its last call site, under a
-    framed callee of a trace the call site that callee's record has too."""
+    code adds (vm_patch 0007): under trace code or a call thunk its last call
+    site, under a framed callee of a trace the call site that callee's record
+    has too."""
     out = None
     for i in range(1, len(frames)):
         fr = frames[i]
         prev = frames[i - 1]
-        if fr.kind == K_TRACE and prev.kind == K_TRACE and (i == 1 or prev is fr):
+        if fr.kind == K_TRACE and (
+                (prev.kind == K_TRACE and (i == 1 or prev is fr)) or
+                (i == 1 and prev.name == CALL_THUNKS)):
             if out is None:
                 out = list(frames[:i])
         elif out is not None:

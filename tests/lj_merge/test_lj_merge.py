@@ -437,6 +437,24 @@ class JitdumpFallback(TmpDir):
             "lj;%s;f@a.lua:1:3_[j]" % HOST_STACK: 1,
             "lj;%s;f@a.lua:1:2;g@a.lua:10:11_[j]" % HOST_STACK: 2})
 
+    def test_call_thunk_drops_the_stale_call_site(self):
+        # vm_patch 0007: under a C callee of trace code the record slot's
+        # call site is the trace's (line 3), kept; under a call thunk it is
+        # the previous call's, dropped: the slot's next (f's record, line 2)
+        # remains.
+        Dump(100).load(1000, BC, 64, "f@a.lua:1", lines=[(BC, 1), (BC + 8, 2), (BC + 16, 3)]) \
+                 .load(1200, MC, 128, "TRACE_1::a.lua:2::f@a.lua:1",
+                       lines=[(MC, 2), (MC + 64, 3)]) \
+                 .load(1300, MC + 4096, 52, "lj_vm_call_thunks").write(self.tmp)
+        sin = (0x1234, "__sin_fma", 4, "/usr/lib/x86_64-linux-gnu/libm.so.6")
+        txt = (sample("lj", 100, 100, 5000000,
+                      [sin, self.lua(MC + 70), self.lua(BC + 8)] + HOST, 1) +
+               sample("lj", 100, 100, 5000000,
+                      [self.lua(MC + 4100), self.lua(MC + 70), self.lua(BC + 8)] + HOST, 2))
+        self.assertEqual(self.merge(txt, "--lines", "--keep-vm"), {
+            "lj;%s;f@a.lua:1:3;__sin_fma" % HOST_STACK: 1,
+            "lj;%s;f@a.lua:1:2;lj_vm_call_thunks" % HOST_STACK: 2})
+
     def test_perf_named_trace_reresolved(self):
         # perf named the trace from a stale perf-PID.map line; the dump says
         # that at this time the address holds TRACE_2 (owner g).

@@ -339,6 +339,11 @@ static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
   inl.traceno = pi.traceno; inl.root = pi.root;
   inl.link = pi.link; inl.linknode = pi.linknode;
   ljp_emit_trace(mc, T->szmcode, nbuf, pl.v, pl.n, hasinl ? &inl : NULL);
+#if LJ_HASTRACEPP  /* Its call thunks (0007): VM plumbing, like exit stubs. */
+  if (T->szthunks)
+    ljp_emit_load(mc + (int64_t)T->thunks, T->szthunks, "lj_vm_call_thunks",
+		  NULL, NULL, 0);
+#endif
   perf_inl_free(&pi);
   PERF_LINES_FREE(pl);
 }

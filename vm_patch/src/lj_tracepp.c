@@ -11,16 +11,21 @@
 ** trace code, never a stale word) the call site when the interpreter enters
 ** a trace; RETF moves next (asm_retf), and a trace exit relinks rbp.
 **
-** That work sits behind patch points the assembler reserves (asm_ppsite,
-** lj_asm_x86.h): a 2-byte short jump over the block. Every trace is
-** assembled in that form, whatever the mode, so its IR, layout, addresses
-** and jitdump never depend on it.
+** That work sits behind patch points the assembler reserves (lj_asm_x86.h):
+** - before a block in line (RETF's, and a call whose target must stay: a
+**   register, the GC step), a 2-byte short jump over it (asm_ppsite);
+** - a C call's own target (its rel32, or the literal a far call goes
+**   through): a thunk at the MCode area's bottom while recording, which
+**   stores the call site and jumps on (asm_ppcall). Off costs nothing.
+** Every trace is assembled in the off form, whatever the mode, so its IR,
+** layout, addresses and jitdump never depend on it.
 **
 ** Invariants:
 ** - While DISPMODE_FPREC is set, every patch point of every trace of the
-**   state is a 2-byte NOP (66 90) falling into its block; while it is not,
-**   the short jump it was assembled as. Only those two bytes ever change,
-**   and the blocks only write the record slot, fprec_vbase and rbp.
+**   state holds its on image (a 2-byte NOP falling into its block, a
+**   thunk's address); while it is not, its off image. Only those bytes
+**   ever change, and the blocks and thunks only write the record slot,
+**   fprec_vbase and rbp.
 ** - Only the thread that owns the state flips them: when the mode changes
 **   (lj_dispatch_update) and, for a new trace, when it is saved, after it
 **   was described to perf. The thread then runs C code, at an instruction
@@ -29,8 +34,8 @@
 ** - rbp points at the slot in trace code while recording, except after a
 **   start inside a trace (the kick, a GC step) until its next RETF or exit:
 **   those samples miss the trace's frames, as before it had any.
-** - A trace keeps its points as offsets from its mcode (T->pp: offset << 8
-**   | the jump's displacement), freed with the trace.
+** - A trace keeps its points (T->pp), freed with the trace; the thunks and
+**   literals live in its MCode area, like exit stubs.
 */
 
 #define lj_tracepp_c
@@ -47,8 +52,6 @@
 #include "lj_dispatch.h"
 #include "lj_tracepp.h"
 
-#define TRACEPP_JMPS	0xeb	/* jmp rel8 (XI_JMPs) */
-
 LJ_ASMF void lj_vm_fp_jentry(void);
 LJ_ASMF void lj_vm_fp_jentry_off(void);
 
@@ -57,14 +60,21 @@ void lj_tracepp_init(global_State *g)
   g->fprec_jentry = (void *)lj_vm_fp_jentry_off;
 }
 
-/* A patch point the assembler just emitted at SITE. Assembly starts over
-** (lj_tracepp_reset) whenever the assembler retries.
+/* A patch point the assembler just emitted: LEN bytes at P, with their
+** images. Kept relative to the MCode area until the trace's mcode is known.
+** Assembly starts over (lj_tracepp_reset) whenever the assembler retries.
 */
-void lj_tracepp_add(jit_State *J, MCode *site)
+void lj_tracepp_add(jit_State *J, MCode *p, MSize len, uint64_t off,
+		    uint64_t on)
 {
+  TracePP *pp;
   if (J->ppn >= J->ppsz)
-    lj_mem_growvec(J->L, J->ppbuf, J->ppsz, LJ_MAX_MEM32, MCode *);
-  J->ppbuf[J->ppn++] = site;
+    lj_mem_growvec(J->L, J->ppbuf, J->ppsz, LJ_MAX_MEM32, TracePP);
+  pp = &J->ppbuf[J->ppn++];
+  pp->ofs = (int32_t)(p - (MCode *)J->mcarea);
+  pp->len = len;
+  pp->off = off;
+  pp->on = on;
 }
 
 /* A displacement from the stack pointer to the record slot, which the
@@ -81,9 +91,8 @@ static void tracepp_set(GCtrace *T, int on)
 {
   uint32_t i;
   for (i = 0; i < T->npp; i++) {
-    MCode *p = T->mcode + (T->pp[i] >> 8);
-    p[0] = on ? 0x66 : TRACEPP_JMPS;
-    p[1] = on ? 0x90 : (MCode)(T->pp[i] & 0xff);
+    TracePP *pp = &T->pp[i];
+    memcpy(T->mcode + pp->ofs, on ? &pp->on : &pp->off, pp->len);
   }
 }
 
@@ -94,23 +103,31 @@ static void tracepp_flipone(jit_State *J, GCtrace *T, int on)
   lj_mcode_patch(J, area, 1);
 }
 
-/* Keeps the points of the trace being saved with it (after lj_perf_trace
-** described its code), in the form of the current mode.
+/* Keeps the points and thunks of the trace being saved with it, in the off
+** form it was assembled in (lj_perf_trace describes it so).
 */
 void lj_tracepp_save(jit_State *J, GCtrace *T)
 {
   uint32_t i, n = J->ppn;
+  int32_t area = (int32_t)(T->mcode - (MCode *)J->mcarea);
   T->pp = NULL;
   T->npp = 0;
-  J->ppn = J->pdn = 0;
+  T->thunks = J->thunklo ? (int32_t)(J->thunklo - T->mcode) : 0;
+  T->szthunks = (uint32_t)(J->thunkhi - J->thunklo);
+  lj_tracepp_reset(J);
   if (!n) return;
-  T->pp = lj_mem_newvec(J->L, n, uint32_t);
+  T->pp = lj_mem_newvec(J->L, n, TracePP);
   for (i = 0; i < n; i++) {
-    MCode *p = J->ppbuf[i];  /* A short jump: traces are born off. */
-    T->pp[i] = ((uint32_t)(p - T->mcode) << 8) | p[1];
+    T->pp[i] = J->ppbuf[i];
+    T->pp[i].ofs -= area;
   }
   T->npp = n;
-  if ((J2G(J)->dispatchmode & DISPMODE_FPREC))
+}
+
+/* The new trace, described, follows the current mode. */
+void lj_tracepp_follow(jit_State *J, GCtrace *T)
+{
+  if (T->npp && (J2G(J)->dispatchmode & DISPMODE_FPREC))
     tracepp_flipone(J, T, 1);
 }
 
@@ -119,7 +136,7 @@ void lj_tracepp_save(jit_State *J, GCtrace *T)
 */
 void lj_tracepp_free(global_State *g, GCtrace *T)
 {
-  lj_mem_freevec(g, T->pp, T->npp, uint32_t);
+  lj_mem_freevec(g, T->pp, T->npp, TracePP);
   T->pp = NULL;
   T->npp = 0;
 }

@@ -19,14 +19,17 @@
 #if LJ_HASJIT && LJ_HASFPREC
 
 LJ_FUNC void lj_tracepp_init(global_State *g);
-LJ_FUNC void lj_tracepp_add(jit_State *J, MCode *site);
+LJ_FUNC void lj_tracepp_add(jit_State *J, MCode *p, MSize len, uint64_t off,
+			   uint64_t on);
 LJ_FUNC void lj_tracepp_adddisp(jit_State *J, MCode *disp);
 LJ_FUNC void lj_tracepp_save(jit_State *J, GCtrace *T);
 LJ_FUNC void lj_tracepp_free(global_State *g, GCtrace *T);
 LJ_FUNC void lj_tracepp_flip(jit_State *J, int on);
-#define lj_tracepp_reset(J)	((J)->ppn = (J)->pdn = 0)
+LJ_FUNC void lj_tracepp_follow(jit_State *J, GCtrace *T);
+#define lj_tracepp_reset(J) \
+  ((J)->ppn = (J)->pdn = 0, (J)->thunklo = (J)->thunkhi = NULL)
 #define lj_tracepp_freestate(g, J) \
-  (lj_mem_freevec((g), (J)->ppbuf, (J)->ppsz, MCode *), \
+  (lj_mem_freevec((g), (J)->ppbuf, (J)->ppsz, TracePP), \
    lj_mem_freevec((g), (J)->pdbuf, (J)->pdsz, MCode *))
 
 #else
@@ -34,6 +37,7 @@ LJ_FUNC void lj_tracepp_flip(jit_State *J, int on);
 #define lj_tracepp_init(g)		UNUSED(g)
 #define lj_tracepp_reset(J)		UNUSED(J)
 #define lj_tracepp_save(J, T)		UNUSED(T)
+#define lj_tracepp_follow(J, T)		UNUSED(T)
 #define lj_tracepp_free(g, T)		UNUSED(T)
 #define lj_tracepp_flip(J, on)		UNUSED(J)
 #define lj_tracepp_freestate(g, J)	UNUSED(J)

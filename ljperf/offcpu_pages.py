@@ -12,6 +12,12 @@ from ljperf.offcpu import BLOCKED, IDLE, PREEMPTED
 from ljperf.folded import load_folded, load_kinds
 from ljperf.render import render_html
 
+# Frame kinds (offcpu.kinds, profile.kinds) that are Lua functions.
+LUA_KINDS = frozenset(("lua", "trace"))
+# ljperf says how much [blocked] time of the threads that run Lua has no Lua
+# frame when it is at least this share of their [blocked] time.
+NO_LUA_SAY = 0.10
+
 # folded file, page, what it weighs
 PAGES = (("offcpu.folded", "offcpu.html", "off-CPU time"),
          ("wall.folded", "wall.html", "wall time"))
@@ -31,9 +37,33 @@ def by_label(stacks):
     return out
 
 
+def lua_roots(stacks, kinds):
+    """The roots (threads, or commands) of STACKS with a Lua frame."""
+    return {f[0] for f, _ in stacks
+            if any(kinds.get(n, frozenset()) & LUA_KINDS for n in f[1:])}
+
+
+def without_lua(outdir, stacks, kinds):
+    """(ns, of ns): the [blocked] time of the roots that run Lua (a Lua
+    frame in STACKS or in OUTDIR's CPU profile) whose stack has no Lua
+    frame, and all their [blocked] time."""
+    roots = lua_roots(stacks, kinds)
+    cpu = os.path.join(outdir, "profile.folded")
+    if os.path.exists(cpu):
+        roots |= lua_roots(load_folded(cpu), load_kinds(os.path.join(outdir, "profile.kinds")))
+    ns = of = 0
+    for f, w in stacks:
+        if f[-1] == BLOCKED and f[0] in roots:
+            of += w
+            if not any(kinds.get(n, frozenset()) & LUA_KINDS for n in f[1:]):
+                ns += w
+    return ns, of
+
+
 def write(outdir, meta, opts):
     """The pages of OUTDIR's offcpu.folded (and wall.folded, for a --wall
-    recording). Returns {folded name: (page or None, {label: ns}, ns shown)}."""
+    recording). Returns {folded name: (page or None, {label: ns}, ns shown)},
+    and "without_lua": without_lua() of offcpu.folded."""
     kinds = load_kinds(os.path.join(outdir, "offcpu.kinds"))
     idle = getattr(opts, "idle", False)
     out = {}
@@ -45,6 +75,8 @@ def write(outdir, meta, opts):
         keep = shown(stacks, idle)
         total = sum(w for _, w in keep)
         out[name] = (None, by_label(stacks), total)
+        if name == "offcpu.folded":
+            out["without_lua"] = without_lua(outdir, stacks, kinds)
         if not keep:
             continue
         m = {"title": "%s (%s%s)" % (meta.get("title") or "", what,
@@ -72,6 +104,12 @@ def say_result(outdir, pages):
     if page:
         say("  off-CPU        %s" % page)
     say("  pprof          %s" % os.path.join(outdir, "offcpu.pb.gz"))
+    ns, of = pages["without_lua"]
+    if of and ns >= NO_LUA_SAY * of:
+        say("off-CPU: %.3f s (%.0f%%) of the [blocked] time of the threads that run Lua has "
+            "no Lua frame: C code that waits, or a wait inside glibc (os.execute, io.popen, "
+            "io reads), which keeps no frame pointer and loses its Lua callers "
+            "(docs/offcpu.md, Limits)" % (ns / 1e9, 100.0 * ns / of))
     if "wall.folded" in pages:
         wpage, _, total = pages["wall.folded"]
         say("wall: %.3f s on the page (all threads)" % (total / 1e9))

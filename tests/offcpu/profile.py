@@ -33,7 +33,8 @@ idle         tests/offcpu/pollhost.c, a C host whose own loop waits in poll()
              usleep: [idle] holds the poll's time, [blocked] under the
              handler's frame its own, each within 3 points of the host's
              timings; offcpu.html leaves [idle] out, `ljperf report --idle`
-             keeps it; `ljperf diff` of two off-CPU profiles.
+             keeps it; `ljperf diff` of two off-CPU profiles; ljperf says
+             nothing of blocked time without a Lua frame.
 preempt      two busy Lua loops pinned to one CPU (taskset): [preempted]
              time under the loop's frame, none [blocked] (but a page fault
              that waits for the disk: the kernel reading back a page of code
@@ -191,8 +192,10 @@ def idle():
             p = s.ljperf(["record", "--off-cpu", "-o", out, "--", host, "40",
                           os.path.join(HERE, "handler.lua")], timeout=600)
             t.check(p.returncode == 0, "ljperf record --off-cpu of the C host exits 0")
-            outs.append((out, own_times(p.stdout)))
-        out, own = outs[0]
+            outs.append((out, own_times(p.stdout), p.stderr))
+        out, own, said = outs[0]
+        t.check("no Lua frame" not in said, "no line about blocked time without a Lua "
+                "frame: the handler's waits keep theirs")
         off = t.folded(os.path.join(out, "offcpu.folded"))
         total = own["total"] * 1e9
         got_idle = sum(w for k, w in off.items() if k.endswith(";[idle]"))

@@ -37,27 +37,31 @@ def by_label(stacks):
     return out
 
 
-def lua_roots(stacks, kinds):
-    """The roots (threads, or commands) of STACKS with a Lua frame."""
-    return {f[0] for f, _ in stacks
-            if any(kinds.get(n, frozenset()) & LUA_KINDS for n in f[1:])}
+def has_lua(frames, kinds):
+    """Whether FRAMES (root first) hold a Lua or trace frame."""
+    return any(kinds.get(n, frozenset()) & LUA_KINDS for n in frames[1:])
 
 
 def without_lua(outdir, stacks, kinds):
-    """(ns, of ns): the [blocked] time of the roots that run Lua (a Lua
-    frame in STACKS or in OUTDIR's CPU profile) whose stack has no Lua
-    frame, and all their [blocked] time."""
-    roots = lua_roots(stacks, kinds)
-    cpu = os.path.join(outdir, "profile.folded")
-    if os.path.exists(cpu):
-        roots |= lua_roots(load_folded(cpu), load_kinds(os.path.join(outdir, "profile.kinds")))
-    ns = of = 0
+    """(ns, of ns): the [blocked] time of the roots (threads, or thread
+    names) that run Lua, a Lua frame in STACKS or in OUTDIR's CPU profile,
+    whose stack has no Lua frame; and all their [blocked] time."""
+    blocked = {}                 # root -> [ns without a Lua frame, ns]
+    roots = set()
     for f, w in stacks:
-        if f[-1] == BLOCKED and f[0] in roots:
-            of += w
-            if not any(kinds.get(n, frozenset()) & LUA_KINDS for n in f[1:]):
-                ns += w
-    return ns, of
+        lua = has_lua(f, kinds)
+        if lua:
+            roots.add(f[0])
+        if f[-1] == BLOCKED:
+            b = blocked.setdefault(f[0], [0, 0])
+            b[0] += 0 if lua else w
+            b[1] += w
+    cpu = os.path.join(outdir, "profile.folded")
+    if any(b[0] for r, b in blocked.items() if r not in roots) and os.path.exists(cpu):
+        ck = load_kinds(os.path.join(outdir, "profile.kinds"))
+        roots |= {f[0] for f, _ in load_folded(cpu) if f[0] in blocked and has_lua(f, ck)}
+    return (sum(b[0] for r, b in blocked.items() if r in roots),
+            sum(b[1] for r, b in blocked.items() if r in roots))
 
 
 def write(outdir, meta, opts):

@@ -5,25 +5,28 @@ Lua programs under real perf, judged against what the programs know.
 usage: profile.py CASE   (shares.jit, shares.joff, idle, preempt, nonroot, cli)
 
 shares.MODE  tests/offcpu/waits.lua (JIT on or -joff) times three functions
-             itself: ffi_wait (usleep and poll through the FFI), shell_wait
-             (os.execute, io.popen) and compute. Per the main thread:
-             - off-CPU time under ffi_wait's own Lua frame, as a share of
-               the thread's wall total, within 3 points of the program's own
-               share, and >= 95% of the time in its two waits (glibc's
-               clock_nanosleep and poll) under that frame: with the JIT the
-               trace that inlined ffi_wait calls them directly (vm_patch
-               0007 keeps the inlined caller; before it, the time sat on the
-               main chunk and this failed);
-             - shell_wait's waits, inside glibc's system/popen/fread, which
-               keep no frame pointer: their stacks are cut in glibc (no Lua
-               frame, no main) and no stock-perf way gets their Lua callers
-               back (docs/offcpu.md). The test asserts that truth: those
-               [blocked] stacks in wait4, pipe reads and clone hold the
-               program's own share within 3 points, and ljperf says in one
-               line how much blocked time has no Lua frame;
+             itself, wall and thread CPU time: ffi_wait (usleep and poll
+             through the FFI), shell_wait (os.execute, io.popen) and
+             compute. Per the main thread, as shares of its wall total:
+             - off-CPU time under ffi_wait's and compute's own Lua frames
+               within 3 points of their wall less CPU time, and >= 95% of
+               the time in usleep and poll (glibc's clock_nanosleep, poll)
+               under ffi_wait's frame: with the JIT the trace that inlined
+               ffi_wait calls them directly (vm_patch 0007 keeps the
+               inlined caller; on the 0006 prefix the time sat on the main
+               chunk and this failed);
+             - shell_wait's waits, inside glibc's system/posix_spawn/fread/
+               pclose, which keep no frame pointer: their stacks are cut in
+               glibc (no Lua frame, no main) and no stock-perf way gets
+               their Lua callers back (docs/offcpu.md). Asserted as that:
+               shell_wait's frame plus the cut stacks hold its wall less
+               CPU time within 3 points, >= 90% of the cut time is the
+               shell's [blocked] waits (wait4, pipe reads, clone), and
+               ljperf says in one line how much blocked time has no Lua
+               frame;
              - --wall: ffi_wait and compute under their frames, shell_wait
-               under its frame plus the cut stacks (labelled as such), each
-               within 3 points;
+               under its frame plus the cut stacks, each within 3 points
+               of the program's own share;
              - the thread's wall total within 2% of its span in perf's
                records (first to last record of its tid, read here from
                perf script);

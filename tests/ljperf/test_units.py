@@ -1,7 +1,9 @@
 """Units of ljperf's seams (plain unittest; no perf, no build, no browser):
 folded and kinds loading and the renderer's tree (ljperf.render), the
-argument checks of `ljperf record` (ljperf.cli, ljperf.attach), and the perf
-and lj_merge command lines (ljperf.perfcmd, ljperf.finish).
+argument checks of `ljperf record` (ljperf.cli, ljperf.attach), the perf
+and lj_merge command lines (ljperf.perfcmd, ljperf.finish), the off-CPU
+weighing (lj_merge --off-cpu) and the blocked time without a Lua frame
+(ljperf.offcpu_pages).
 
   test_units.py [-v] [GROUP...]   GROUP: FoldedLoading TreeBuilding
                                   ArgumentChecks PerfCommands OffCpuWeighing

@@ -12,6 +12,12 @@ from ljperf.offcpu import BLOCKED, IDLE, PREEMPTED
 from ljperf.folded import load_folded, load_kinds
 from ljperf.render import render_html
 
+# Frame kinds (offcpu.kinds, profile.kinds) that are Lua functions.
+LUA_KINDS = frozenset(("lua", "trace"))
+# ljperf says how much [blocked] time of the threads that run Lua has no Lua
+# frame when it is at least this share of their [blocked] time.
+NO_LUA_SAY = 0.10
+
 # folded file, page, what it weighs
 PAGES = (("offcpu.folded", "offcpu.html", "off-CPU time"),
          ("wall.folded", "wall.html", "wall time"))
@@ -31,9 +37,37 @@ def by_label(stacks):
     return out
 
 
+def has_lua(frames, kinds):
+    """Whether FRAMES (root first) hold a Lua or trace frame."""
+    return any(kinds.get(n, frozenset()) & LUA_KINDS for n in frames[1:])
+
+
+def without_lua(outdir, stacks, kinds):
+    """(ns, of ns): the [blocked] time of the roots (threads, or thread
+    names) that run Lua, a Lua frame in STACKS or in OUTDIR's CPU profile,
+    whose stack has no Lua frame; and all their [blocked] time."""
+    blocked = {}                 # root -> [ns without a Lua frame, ns]
+    roots = set()
+    for f, w in stacks:
+        lua = has_lua(f, kinds)
+        if lua:
+            roots.add(f[0])
+        if f[-1] == BLOCKED:
+            b = blocked.setdefault(f[0], [0, 0])
+            b[0] += 0 if lua else w
+            b[1] += w
+    cpu = os.path.join(outdir, "profile.folded")
+    if any(b[0] for r, b in blocked.items() if r not in roots) and os.path.exists(cpu):
+        ck = load_kinds(os.path.join(outdir, "profile.kinds"))
+        roots |= {f[0] for f, _ in load_folded(cpu) if f[0] in blocked and has_lua(f, ck)}
+    return (sum(b[0] for r, b in blocked.items() if r in roots),
+            sum(b[1] for r, b in blocked.items() if r in roots))
+
+
 def write(outdir, meta, opts):
     """The pages of OUTDIR's offcpu.folded (and wall.folded, for a --wall
-    recording). Returns {folded name: (page or None, {label: ns}, ns shown)}."""
+    recording). Returns {folded name: (page or None, {label: ns}, ns shown)},
+    and "without_lua": without_lua() of offcpu.folded."""
     kinds = load_kinds(os.path.join(outdir, "offcpu.kinds"))
     idle = getattr(opts, "idle", False)
     out = {}
@@ -45,6 +79,8 @@ def write(outdir, meta, opts):
         keep = shown(stacks, idle)
         total = sum(w for _, w in keep)
         out[name] = (None, by_label(stacks), total)
+        if name == "offcpu.folded":
+            out["without_lua"] = without_lua(outdir, stacks, kinds)
         if not keep:
             continue
         m = {"title": "%s (%s%s)" % (meta.get("title") or "", what,
@@ -72,6 +108,12 @@ def say_result(outdir, pages):
     if page:
         say("  off-CPU        %s" % page)
     say("  pprof          %s" % os.path.join(outdir, "offcpu.pb.gz"))
+    ns, of = pages["without_lua"]
+    if of and ns >= NO_LUA_SAY * of:
+        say("off-CPU: %.3f s (%.0f%%) of the [blocked] time of the threads that run Lua has "
+            "no Lua frame: C code that waits, or a wait inside glibc (os.execute, io.popen, "
+            "io reads), which keeps no frame pointer and loses its Lua callers "
+            "(docs/offcpu.md, Limits)" % (ns / 1e9, 100.0 * ns / of))
     if "wall.folded" in pages:
         wpage, _, total = pages["wall.folded"]
         say("wall: %.3f s on the page (all threads)" % (total / 1e9))

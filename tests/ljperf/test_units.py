@@ -1,10 +1,13 @@
 """Units of ljperf's seams (plain unittest; no perf, no build, no browser):
 folded and kinds loading and the renderer's tree (ljperf.render), the
-argument checks of `ljperf record` (ljperf.cli, ljperf.attach), and the perf
-and lj_merge command lines (ljperf.perfcmd, ljperf.finish).
+argument checks of `ljperf record` (ljperf.cli, ljperf.attach), the perf
+and lj_merge command lines (ljperf.perfcmd, ljperf.finish), the off-CPU
+weighing (lj_merge --off-cpu) and the blocked time without a Lua frame
+(ljperf.offcpu_pages).
 
   test_units.py [-v] [GROUP...]   GROUP: FoldedLoading TreeBuilding
-                                  ArgumentChecks PerfCommands
+                                  ArgumentChecks PerfCommands OffCpuWeighing
+                                  OffCpuWithoutLua
 
 Needs PYTHONPATH=<source root> (CTest sets it).
 """
@@ -16,7 +19,11 @@ import shutil
 import tempfile
 import unittest
 
-from ljperf import attach, cli, finish, folded, merge_cli, perfcmd, perfscript, render
+import contextlib
+import io
+
+from ljperf import (attach, cli, finish, folded, merge_cli, offcpu_pages, perfcmd, perfscript,
+                    render)
 from ljperf.messages import Fail
 
 NO_PERF = "/nonexistent/perf"     # perfcmd.no_bpf_event(NO_PERF) is ()
@@ -288,6 +295,45 @@ class OffCpuWeighing(TmpDir):
             "prog;main;epoll_wait;schedule;[idle] 1000000000\n"))))
         with open(wall) as f:
             self.assertEqual(f.read(), got.replace("prog;main;asm", "prog;main 1000000\nprog;main;asm"))
+
+
+class OffCpuWithoutLua(TmpDir):
+    """offcpu_pages: the [blocked] time of threads that run Lua with no Lua
+    frame, and the one line ljperf says of it."""
+    KINDS = "lua\tf@a.lua:1\ntrace\tg@a.lua:5_[j]\nc\tmain\nc\tread\nkernel\t[blocked]\n"
+
+    def pages(self, off, cpu=""):
+        self.write("offcpu.kinds", self.KINDS)
+        self.write("profile.kinds", self.KINDS)
+        self.write("profile.folded", cpu)
+        stacks = folded.load_folded(self.write("offcpu.folded", off))
+        kinds = folded.load_kinds(os.path.join(self.dir, "offcpu.kinds"))
+        return offcpu_pages.without_lua(self.dir, stacks, kinds)
+
+    def said(self, ns, of):
+        pages = {"offcpu.folded": (None, dict.fromkeys(offcpu_pages.by_label([]), 0), 0),
+                 "without_lua": (ns, of)}
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            offcpu_pages.say_result(self.dir, pages)
+        return [ln for ln in err.getvalue().splitlines() if "no Lua frame" in ln]
+
+    def test_counted(self):
+        got = self.pages("t1;main;f@a.lua:1;read;[blocked] 60\n"
+                         "t1;main;g@a.lua:5_[j];read;[blocked] 20\n"
+                         "t1;read;[blocked] 15\n"          # cut: counted
+                         "t1;read;[preempted] 7\n"         # not [blocked]
+                         "t1;main;read;[idle] 9\n"         # not [blocked]
+                         "sh;read;[blocked] 100\n"         # a thread without Lua
+                         "t2;read;[blocked] 5\n",          # Lua only in its CPU profile
+                         "t2;main;f@a.lua:1 3\n")
+        self.assertEqual(got, (20, 100))
+
+    def test_said_from_a_tenth(self):
+        self.assertEqual(len(self.said(10, 100)), 1)
+        self.assertIn("os.execute", self.said(10, 100)[0])
+        self.assertEqual(self.said(9, 100), [])
+        self.assertEqual(self.said(0, 0), [])
 
 
 if __name__ == "__main__":

@@ -9,11 +9,9 @@ record   ljperf exits 0; offcpu.folded, offcpu.html, offcpu.pb.gz written.
 blocked  [blocked] time in usleep (glibc's clock_nanosleep) under fiber_main
          (name and definition line found in offcpu.lua) within 10% of the
          fiber's own time in usleep, with Tarantool's fiber C frames
-         (FIBER_C) below it; blocker, where the stack shows it, right above
-         fiber_main. (Once the JIT inlines blocker into fiber_main's trace,
-         the trace calls glibc's usleep directly, and glibc keeps no frame
-         pointer: the kernel's walk skips the trace's return address, so the
-         inlined blocker is not seen; docs/offcpu.md.)
+         (FIBER_C) below it; >= 99% of it under blocker right above
+         fiber_main (the JIT inlines blocker into fiber_main's trace, which
+         calls usleep: vm_patch 0007 keeps the inlined frame).
 idle     [idle] holds the tx thread's waiting in its event loop: no [idle]
          stack has a Lua frame, and [idle] is >= 50% of what the fiber did
          not spend in usleep (the rest: the start, box.cfg, exit);
@@ -87,8 +85,9 @@ def run(opts):
             i = next((i for i, f in enumerate(fr) if f.startswith(blocker)), None)
             return i is not None and fr[i - 1].startswith(fmain)
         above = sum(w for k, w in under.items() if on_main(k))
-        t.check(above == seen, "blocker, where seen (%.3f s), sits right on fiber_main"
-                % (seen / 1e9))
+        t.check(above == seen >= 0.99 * sum(under.values()),
+                "blocker holds %.1f%% of it, right on fiber_main"
+                % (100.0 * seen / max(1, sum(under.values()))))
         idle = {k: w for k, w in tx.items() if k.endswith(";[idle]")}
         t.check(all("@" not in k for k in idle), "no [idle] stack has a Lua frame")
         rest = own["total"] - own["blocked"]

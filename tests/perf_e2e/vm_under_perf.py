@@ -668,6 +668,16 @@ def test_fork(mode):
         if jit:
             check(any(re.match(r"TRACE_\d+::fork.lua:16::before_fork@fork.lua:14$", x) for x in clabels),
                   "the child's dump does not describe the parent's trace of before_fork")
+            # Recording is on in the child when it describes the parent's
+            # traces again: their code as the parent described it, patch
+            # points off (vm_patch 0007), the calls' included.
+            pcode = {(l.name, l.code_addr): l.code for l in loads_of(s.dump_path(ppid))
+                     if l.name.startswith("TRACE_")}
+            again = [l for l in loads_of(cdump) if (l.name, l.code_addr) in pcode]
+            check(any("::with_call@fork.lua:" in l.name for l in again) and
+                  all(l.code == pcode[(l.name, l.code_addr)] for l in again),
+                  "the child describes the parent's %d traces with other bytes (%d differ)"
+                  % (len(again), sum(l.code != pcode[(l.name, l.code_addr)] for l in again)))
         check(os.path.exists("/tmp/perf-%d.map" % cpid), "the child has no perf map of its own")
         data = s.inject(r.data)
         samples = s.script(data, srcline=True)

@@ -31,6 +31,9 @@
 #include "lj_dispatch.h"
 #include "lj_target.h"
 #include "lj_perfint.h"
+#if LJ_HASTRACEPP
+#include "lj_tracepp.h"
+#endif
 
 #if LJ_HASPERF
 
@@ -431,10 +434,16 @@ size_t lj_perf_all(global_State *g)
     }
   ljp_set_free(&haveparent);
 #if LJ_HASJIT
+#if LJ_HASTRACEPP  /* Traces are described with their patch points off. */
+  if ((g->dispatchmode & DISPMODE_FPREC)) lj_tracepp_flip(G2J(g), 0);
+#endif
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode && perf_live(g, o))
       perf_trace(gco2trace(o), NULL, &chunk);
   perf_stubs(G2J(g), 1);
+#if LJ_HASTRACEPP
+  if ((g->dispatchmode & DISPMODE_FPREC)) lj_tracepp_flip(G2J(g), 1);
+#endif
 #endif
   ljp_emit_batch_end();
   return n;

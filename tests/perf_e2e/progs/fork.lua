@@ -26,6 +26,13 @@ end
 return child_work
 ]]
 
+local function with_call(n)             -- a trace that calls C: libm, and the VM (near)
+  local s = 0
+  for i = 1, n do s = s + math.sin(i) + #("x" .. i) end
+  return s
+end
+with_call(1000)
+
 print("parent", ffi.C.getpid(), before_fork(N))
 io.stdout:flush()
 local pid = ffi.C.fork()

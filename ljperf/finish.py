@@ -9,6 +9,7 @@ inuse.folded, mem.kinds, mem.pb.gz, alloc.html, inuse.html)."""
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -268,13 +269,27 @@ def write_outputs(perf, outdir, data, opts, meta):
         raise Fail("%s%s" % (e, "; alloc.folded and inuse.folded too" if mem else
                              "; offcpu.folded too" if off else ""), e.code)
 
+    lost = lost_chunks(os.path.join(outdir, "perf-script.log"))
+
     def say_result():
         print_result(outdir, folded, html_out, total, event, data)
         if pages is not None:
             print_mem_result(outdir, pages)
         if off_pages is not None:
             offcpu_pages.say_result(outdir, off_pages)
+        if lost:
+            say("perf lost %d chunk%s of events (its ring buffer overflowed): the profiles "
+                "miss samples%s" % (lost, "" if lost == 1 else "s",
+                                    "; in use may count blocks whose frees were lost"
+                                    if mem else ""))
     return say_result
+
+
+def lost_chunks(log):
+    """How many chunks of events perf script said were lost (LOG: its
+    stderr: "Processed N events and lost M chunks!"), 0 if none."""
+    m = re.search(r"\blost (\d+) chunks\b", read_text(log))
+    return int(m.group(1)) if m else 0
 
 
 def write_mem_pages(outdir, meta):

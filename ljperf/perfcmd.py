@@ -46,6 +46,24 @@ def no_bpf_event(perf):
     return ("--no-bpf-event",) if "--no-bpf-event" in r.stdout + r.stderr else ()
 
 
+# perf's ring buffer, in pages per CPU, for events that come in bursts: a
+# full GC frees thousands of sampled blocks at once (their traps), a busy
+# server switches often. perf's default (512 KiB) overflowed in about one
+# --mem run of 50 here, losing frees; where the user may lock that much.
+BURST_MMAP_PAGES = 1024
+
+
+def may_lock_memory():
+    """Root or CAP_IPC_LOCK: perf may map more than perf_event_mlock_kb."""
+    for line in read_text("/proc/self/status").splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                return bool(int(line.split()[1], 16) & (1 << 14))
+            except (IndexError, ValueError):
+                break
+    return os.geteuid() == 0
+
+
 def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False):
     """perf record of EVENT at FREQ Hz into DATA, as ljperf records, and
     with MEM the allocation samples too, with OFF_CPU the context switches
@@ -53,9 +71,10 @@ def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False):
     events = ["-e", event] + (["-e", vmregs.EVENT] if mem else []) + \
         (["-e", offcpu.EVENT, "--switch-events"] if off_cpu else [])
     regs = vmregs.PC_USER_REGS + ("," + vmregs.USER_REGS if mem else "")
+    burst = ["-m", str(BURST_MMAP_PAGES)] if (mem or off_cpu) and may_lock_memory() else []
     return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
-            events + ["-k", "mono", "-g", "--call-graph", "fp",
-                      "--user-regs=" + regs, "-F", str(freq), "-o", data])
+            events + burst + ["-k", "mono", "-g", "--call-graph", "fp",
+                              "--user-regs=" + regs, "-F", str(freq), "-o", data])
 
 
 def event_name(perf, outdir, data):

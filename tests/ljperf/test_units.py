@@ -204,6 +204,34 @@ class PerfCommands(unittest.TestCase):
              "-k", "mono", "-g", "--call-graph", "fp", "--user-regs=r13", "-F", "999",
              "-o", "/o/perf.data"])
 
+    def test_record_burst_buffer(self):
+        # --mem and --off-cpu get a larger ring buffer where perf may lock it
+        real = perfcmd.may_lock_memory
+        try:
+            for may in (True, False):
+                perfcmd.may_lock_memory = lambda: may
+                for kw in ({"mem": True}, {"off_cpu": True}, {}):
+                    argv = perfcmd.record_argv(NO_PERF, "/o", "/o/perf.data", "cycles:u", 99, **kw)
+                    want = may and bool(kw)
+                    self.assertEqual("-m" in argv, want, (may, kw, argv))
+                    if want:
+                        self.assertEqual(argv[argv.index("-m") + 1],
+                                         str(perfcmd.BURST_MMAP_PAGES))
+        finally:
+            perfcmd.may_lock_memory = real
+
+    def test_lost_chunks(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "perf-script.log")
+            with open(log, "w") as f:
+                f.write("Warning:\nProcessed 21385 events and lost 3 chunks!\n\n"
+                        "Check IO/CPU overload!\n\n")
+            self.assertEqual(finish.lost_chunks(log), 3)
+            with open(log, "w") as f:
+                f.write("")
+            self.assertEqual(finish.lost_chunks(log), 0)
+            self.assertEqual(finish.lost_chunks(os.path.join(d, "missing.log")), 0)
+
     def test_event_name_without_perf(self):
         self.assertIsNone(perfcmd.event_name(NO_PERF, "/o", "/o/perf.data"))
 

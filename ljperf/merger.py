@@ -13,6 +13,7 @@ Invariants:
 """
 
 import os
+from operator import attrgetter
 
 from ljperf.perfscript import Event, is_srcline, time_end_ns, time_span
 from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KINDS, NO_CHAIN,
@@ -23,6 +24,8 @@ from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KINDS, NO_CHAIN,
 # after its first instruction (FUNCF/FUNCV, never a call): that frame's
 # current line is unknown (printed `?` by --lines) unless the PC register (R13) gives it.
 ENTRY_OFF = 4
+
+_DYN = attrgetter("dyn")
 
 # Caches are emptied when they pass these sizes (bounded memory).
 CHAIN_CACHE_BYTES = 32 << 20
@@ -229,6 +232,12 @@ def without_slot(frames):
     return frames if out is None else tuple(out)
 
 
+def _dso_dir(text):
+    """The directory of the DSO of a callchain line (stripped), or ""."""
+    m = text.rfind(" (")
+    return os.path.dirname(text[m + 2:-1]) if m >= 0 else ""
+
+
 def _where(fr):
     return (fr.dso, fr.ip) if fr.dso is not None else None
 
@@ -289,9 +298,7 @@ class Merger:
                 fr = None                    # return address 0: the bottom of a
                                              # coroutine stack, not a frame
         if fr and fr.index is not None:
-            # perf inject writes jitted-PID-N.so next to jit-PID.dump
-            m = text.rfind(" (")
-            self._saw_dir(os.path.dirname(text[m + 2:-1]) if m >= 0 else "")
+            self._saw_dir(_dso_dir(text))
         if len(self.lcache) > LINE_CACHE:
             self.lcache.clear()
         self.lcache[line] = fr
@@ -300,12 +307,32 @@ class Merger:
     def _chain(self, chain):
         """(frames tuple, has dynamic frames, malformed lines, memo) of a
         callchain text; srcline lines ('  '-led after a frame) are skipped."""
+        lines = chain.split("\n")
+        get = self.lcache.get
+        frs = list(map(get, lines))
+        if None not in frs:
+            # Every line known (so each a '\t'-led frame line): C-level.
+            fl = tuple(filter(None, frs))
+            ent = (fl, any(map(_DYN, fl)), len(frs) - len(fl), None)
+        else:
+            ent = self._chain_lines(lines)
+        if ent[1]:
+            ent = ent[:3] + ({},)
+        self.csize += len(chain) + 100
+        if self.csize > CHAIN_CACHE_BYTES:
+            self.ccache.clear()
+            self.csize = len(chain) + 100
+        self.ccache[chain] = ent
+        return ent
+
+    def _chain_lines(self, lines):
+        """_chain's entry of callchain LINES, line by line."""
         fl = []
         dyn = False
         nb = 0
         get = self.lcache.get
         prev = ""
-        for ln in chain.split("\n"):
+        for ln in lines:
             c = ln[:1]
             if c != "\t":
                 if c and not (prev and is_srcline(ln)):
@@ -324,13 +351,17 @@ class Merger:
                     dyn = True
             else:
                 nb += 1
-        ent = (tuple(fl), dyn, nb, {} if dyn else None)
-        self.csize += len(chain) + 100
-        if self.csize > CHAIN_CACHE_BYTES:
-            self.ccache.clear()
-            self.csize = len(chain) + 100
-        self.ccache[chain] = ent
-        return ent
+        return tuple(fl), dyn, nb, None
+
+    def _new_dir(self, chain):
+        """Whether parsing callchain text CHAIN may add a jitdump directory
+        (a jitted-*.so frame in a directory not seen yet)."""
+        for ln in chain.split("\n"):
+            if "jitted-" in ln:
+                d = _dso_dir(ln.strip())
+                if d and d not in self.dirs_seen:
+                    return True
+        return False
 
     def _saw_dir(self, d):
         if d and d not in self.dirs_seen:
@@ -395,6 +426,88 @@ class Merger:
                 self.t_first = next(x[3] for x in batch
                                     if type(x) is not Event and x[3] is not None)
             self.t_last = last
+
+    def feed_tally(self, tb):
+        """A perfscript.Tally: when folded, each distinct sample is counted
+        once, by its count, if that is what feed() would do with its samples
+        one by one: its dynamic frames resolved by the memo at the block's
+        earliest time, no jitdump directory added within the block (which
+        would change how the samples after it resolve). Else feed()."""
+        plan = None
+        if tb.protos is not None and not self.cut:
+            plan = self._plan(tb)
+        if plan is None:
+            self.feed(tb.samples())
+            return
+        counts = self.counts
+        for key, n, w, nb in plan:
+            if key is None:
+                self.other_events += n
+            elif key is False:
+                self.dropped += n
+            else:
+                c = counts.get(key)
+                if c is None:
+                    counts[key] = [n, w]
+                else:
+                    c[0] += n
+                    c[1] += w
+                if nb:
+                    self.bad += nb
+        if self.t_first is None:
+            self.t_first = tb.first()
+        self.t_last = tb.last()
+
+    def _plan(self, tb):
+        """[(stack key, samples, weight, malformed lines)] per distinct
+        sample of folded Tally TB, key None for another event and False for
+        a dropped sample; None when feed() must take the samples one by one.
+        Its side effects (caches) are those feed() has on them too."""
+        ccache = self.ccache
+        ev_fixed = self.ev_filter if self.ev_fixed else None
+        ev_key = not self.ev_fixed
+        want_pc = self.want_pc
+        gen = self.res.gen
+        earliest = None
+        plan = []
+        for s, n in zip(tb.protos, tb.ns):
+            comm, pid, tid, _, period, event, chain, regs, inline = s
+            if event is not None and ev_fixed is not None and event != ev_fixed:
+                if event.split(":", 1)[0] != ev_fixed:
+                    plan.append((None, n, 0, 0))
+                    continue
+            try:
+                ent = ccache.get(chain)
+                if ent is None:
+                    if "jitted-" in chain and self._new_dir(chain):
+                        return None
+                    ent = self._chain(chain)
+                fl, dyn, nb, memo = ent
+                if not fl and inline:
+                    return None
+                if dyn:
+                    if pid is None:
+                        pid = self._pid(tid)
+                    m = memo.get(pid)
+                    if m is None or m[0] != gen:
+                        return None
+                    if earliest is None:
+                        earliest = tb.earliest()
+                    if earliest < m[1]:
+                        return None
+                    fl = m[2]
+                leaf = None
+                if regs is not None and want_pc and fl and fl[0].interp:
+                    self.pc_seen = True
+                    pc = interp_pc(regs)
+                    if pc is not None:
+                        leaf = self.folder.leaf_line(fl, pc)
+            except Exception:          # noqa: BLE001 -- those samples, not the run
+                plan.append((False, n, 0, 0))
+                continue
+            plan.append(((comm, pid, tid, fl, leaf, event if ev_key else None), n,
+                         n if period is None else n * period, nb * n))
+        return plan
 
     def frames(self, chain, inline, pid, tid, time, ent=None):
         """(frames leaf first, pid, malformed lines) of one sample's

@@ -467,7 +467,6 @@ class Merger:
         ev_fixed = self.ev_filter if self.ev_fixed else None
         ev_key = not self.ev_fixed
         want_pc = self.want_pc
-        gen = self.res.gen
         earliest = None
         plan = []
         for s, n in zip(tb.protos, tb.ns):
@@ -488,13 +487,16 @@ class Merger:
                 if dyn:
                     if pid is None:
                         pid = self._pid(tid)
-                    m = memo.get(pid)
-                    if m is None or m[0] != gen:
-                        return None
                     if earliest is None:
                         earliest = tb.earliest()
-                    if earliest < m[1]:
-                        return None
+                    m = memo.get(pid)
+                    if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
+                        # what feed() does at the first sample, at the block's
+                        # earliest time: memoised if no later load can matter
+                        self._resolve(fl, memo, pid, earliest)
+                        m = memo.get(pid)
+                        if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
+                            return None
                     fl = m[2]
                 leaf = None
                 if regs is not None and want_pc and fl and fl[0].interp:

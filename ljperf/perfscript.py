@@ -461,8 +461,8 @@ class Tally:
         return self.times[-1].decode()
 
     def earliest(self):
-        """The earliest sample time, in seconds (float)."""
-        return min(map(float, self.times))
+        """The earliest sample time as printed (str)."""
+        return min(self.times, key=float).decode()
 
     def samples(self):
         if self._list is None:

@@ -35,6 +35,7 @@ code (_regroup), not a second reader.
 
 import collections
 import re
+from itertools import repeat
 
 BLOCK = 1 << 18          # bytes read per read(2)
 MAX_LINE = 1 << 20       # longer lines are dropped (bounded memory)
@@ -82,8 +83,9 @@ class Stats:
 
 def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
     """Yields batches of complete lines read from the binary file F, each
-    batch one bytes object (lines joined by '\\n', no newline at the end;
-    decoding is the caller's, as UTF-8 with U+FFFD for invalid bytes).
+    batch a bytes-like object (lines joined by '\\n', no newline at the end;
+    valid until the next one is asked for; decoding is the caller's, as
+    UTF-8 with U+FFFD for invalid bytes).
     Memory stays bounded by BLOCK + MAX_LINE: an over-long line is dropped
     and counted in STATS.huge; a last line without its newline is counted
     in STATS.truncated, not yielded."""
@@ -123,7 +125,7 @@ def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
                 continue
             yield "\n".join(lines).encode("utf-8")
             continue
-        yield data[:j]
+        yield memoryview(data)[:j]       # not copied
     if carry and carry.strip():
         stats.truncated += 1
 
@@ -462,7 +464,10 @@ class Tally:
 
     def earliest(self):
         """The earliest sample time as printed (str)."""
-        return min(self.times, key=float).decode()
+        ts = self.times
+        if len(set(map(len, ts))) == 1 and len(set(map(bytes.find, ts, repeat(b".")))) == 1:
+            return min(ts).decode()      # digits and '.' alike placed: as numbers
+        return min(ts, key=float).decode()
 
     def samples(self):
         if self._list is None:
@@ -507,13 +512,14 @@ class Reader:
         carry = b""
         for data in read_blocks(self.f, st):
             st.lines += 1
-            if carry:
-                data = carry + b"\n" + data
+            # One copy: '\n' (so that every header follows one), the chunk
+            # carried over, the block.
+            data = b"".join((b"\n", carry, b"\n", data) if carry else (b"\n", data))
             tb = self._tally(data) if fold and self.layout is not None else None
             if tb is not None:
                 tb, carry = tb
             else:
-                chunks = _CHUNKS(data.decode("utf-8", "replace"))
+                chunks = _CHUNKS(data.decode("utf-8", "replace")[1:])
                 c = chunks.pop()              # may go on in the next batch
                 if len(c) > MAX_CARRY:
                     chunks.append(c)
@@ -526,12 +532,12 @@ class Reader:
 
     def _tally(self, data):
         """(folded Tally, the text that may go on in the next block) of the
-        block DATA, or None when it holds anything but samples of the usual
+        block DATA ('\\n' and the lines), or None when it holds anything but samples of the usual
         kind. A sample is folded by its text without its time: each
         distinct one is parsed once, by _parse, and taken only when that
         gives one sample of the usual kind with that time and counts
         nothing (then every sample of that text parses the same, time aside)."""
-        parts = _HEADS(b"\n" + data)
+        parts = _HEADS(data)
         if parts[0] or len(parts) < 7:
             return None
         carry = parts[-3] + parts[-2] + b": " + parts[-1]

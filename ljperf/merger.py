@@ -31,6 +31,7 @@ _DYN = attrgetter("dyn")
 CHAIN_CACHE_BYTES = 32 << 20
 LINE_CACHE = 500000
 DYN_MEMO = 200000
+PLAN_CACHE = 200000
 
 
 class Folder:
@@ -273,6 +274,7 @@ class Merger:
         self.counts = {}           # (comm, pid, tid, frames, leafline, event) -> [samples, weight]
         self.lcache = {}           # callchain line -> Fr, None (ignored) or False (malformed)
         self.ccache = {}           # callchain text -> (frames, dyn, malformed, memo)
+        self.pcache = {}           # id(distinct sample of a Tally) -> _entry()
         self.csize = 0
         self.dirs_seen = set()
         self.pid_cache = {}        # tid -> pid (perf printed only the tid)
@@ -440,76 +442,105 @@ class Merger:
             self.feed(tb.samples())
             return
         counts = self.counts
-        for key, n, w, nb in plan:
-            if key is None:
+        for e, n in plan:
+            c = e[4]                   # its counts entry, once made
+            key, period, nb = e[3]
+            if c is not None:
+                c[0] += n
+                c[1] += n * period
+            elif key is None:
                 self.other_events += n
             elif key is False:
                 self.dropped += n
             else:
                 c = counts.get(key)
                 if c is None:
-                    counts[key] = [n, w]
+                    c = counts[key] = [n, n * period]
                 else:
                     c[0] += n
-                    c[1] += w
-                if nb:
-                    self.bad += nb
+                    c[1] += n * period
+                e[4] = c
+            if nb:
+                self.bad += nb * n
         if self.t_first is None:
             self.t_first = tb.first()
         self.t_last = tb.last()
 
     def _plan(self, tb):
-        """[(stack key, samples, weight, malformed lines)] per distinct
-        sample of folded Tally TB, key None for another event and False for
-        a dropped sample; None when feed() must take the samples one by one.
-        Its side effects (caches) are those feed() has on them too."""
-        ccache = self.ccache
-        ev_fixed = self.ev_filter if self.ev_fixed else None
-        ev_key = not self.ev_fixed
-        want_pc = self.want_pc
-        earliest = None
+        """[(_entry(), samples)] per distinct sample of folded Tally TB, or None when feed() must take the samples one by one. Its
+        side effects (caches) are those feed() has on them too. The entry of
+        a sample is kept (pcache) while the Resolver's generation holds, and
+        for dynamic frames while the block starts after the memo's time."""
+        pcache = self.pcache
+        gen = self.res.gen
+        early = None                   # the block's earliest time, s
         plan = []
+        put = plan.append
         for s, n in zip(tb.protos, tb.ns):
-            comm, pid, tid, _, period, event, chain, regs, inline = s
-            if event is not None and ev_fixed is not None and event != ev_fixed:
-                if event.split(":", 1)[0] != ev_fixed:
-                    plan.append((None, n, 0, 0))
+            e = pcache.get(id(s))
+            if e is not None and e[0] is s and e[1] == gen:
+                if e[2] is None:
+                    put((e, n))
                     continue
-            try:
-                ent = ccache.get(chain)
-                if ent is None:
-                    if "jitted-" in chain and self._new_dir(chain):
-                        return None
-                    ent = self._chain(chain)
-                fl, dyn, nb, memo = ent
-                if not fl and inline:
+                if early is None:
+                    early = float(tb.earliest())
+                if early >= e[2]:
+                    put((e, n))
+                    continue
+            e = self._entry(s, tb)
+            if e is None:
+                return None
+            if len(pcache) > PLAN_CACHE:
+                pcache.clear()
+            pcache[id(s)] = e
+            gen = self.res.gen
+            put((e, n))
+        return plan
+
+    def _entry(self, s, tb):
+        """[S, Resolver generation, earliest time it holds from (s) or None
+        for any, (stack key, period, malformed lines), its counts entry
+        once made] of the distinct sample S of folded Tally TB, as feed()
+        would count each sample of it (key None: another event's, False:
+        dropped); None when feed() must take the block."""
+        comm, pid, tid, _, period, event, chain, regs, inline = s
+        ev = self.ev_filter if self.ev_fixed else None
+        if event is not None and ev is not None and event != ev:
+            if event.split(":", 1)[0] != ev:
+                return [s, self.res.gen, None, (None, 0, 0), None]
+        since = None
+        try:
+            ent = self.ccache.get(chain)
+            if ent is None:
+                if "jitted-" in chain and self._new_dir(chain):
                     return None
-                if dyn:
-                    if pid is None:
-                        pid = self._pid(tid)
-                    if earliest is None:
-                        earliest = tb.earliest()
+                ent = self._chain(chain)
+            fl, dyn, nb, memo = ent
+            if not fl and inline:
+                return None
+            if dyn:
+                if pid is None:
+                    pid = self._pid(tid)
+                earliest = tb.earliest()
+                m = memo.get(pid)
+                if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
+                    # what feed() does at the first sample, at the block's
+                    # earliest time: memoised if no later load can matter
+                    self._resolve(fl, memo, pid, earliest)
                     m = memo.get(pid)
                     if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
-                        # what feed() does at the first sample, at the block's
-                        # earliest time: memoised if no later load can matter
-                        self._resolve(fl, memo, pid, earliest)
-                        m = memo.get(pid)
-                        if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
-                            return None
-                    fl = m[2]
-                leaf = None
-                if regs is not None and want_pc and fl and fl[0].interp:
-                    self.pc_seen = True
-                    pc = interp_pc(regs)
-                    if pc is not None:
-                        leaf = self.folder.leaf_line(fl, pc)
-            except Exception:          # noqa: BLE001 -- those samples, not the run
-                plan.append((False, n, 0, 0))
-                continue
-            plan.append(((comm, pid, tid, fl, leaf, event if ev_key else None), n,
-                         n if period is None else n * period, nb * n))
-        return plan
+                        return None
+                fl, since = m[2], m[1]
+            leaf = None
+            if regs is not None and self.want_pc and fl and fl[0].interp:
+                self.pc_seen = True
+                pc = interp_pc(regs)
+                if pc is not None:
+                    leaf = self.folder.leaf_line(fl, pc)
+        except Exception:          # noqa: BLE001 -- those samples, not the run
+            return [s, -1, None, (False, 0, 0), None]
+        key = (comm, pid, tid, fl, leaf, None if self.ev_fixed else event)
+        return [s, self.res.gen, since, (key, 1 if period is None else period, nb), None]
 
     def frames(self, chain, inline, pid, tid, time, ent=None):
         """(frames leaf first, pid, malformed lines) of one sample's

@@ -450,11 +450,12 @@ class Tally:
     with time None, in first-seen order, NS how many times each came, TIMES
     each sample's time (bytes, input order). samples() gives the block one
     by one (a list as Reader.batches yields), folded or not."""
-    __slots__ = ("protos", "ns", "times", "_keys", "_list")
+    __slots__ = ("protos", "ns", "times", "_keys", "_list", "_early")
 
     def __init__(self, samples, protos=None, ns=None, times=None, keys=None):
         self._list = samples
         self.protos, self.ns, self.times, self._keys = protos, ns, times, keys
+        self._early = None
 
     def first(self):
         return self.times[0].decode()
@@ -464,10 +465,13 @@ class Tally:
 
     def earliest(self):
         """The earliest sample time as printed (str)."""
-        ts = self.times
-        if len(set(map(len, ts))) == 1 and len(set(map(bytes.find, ts, repeat(b".")))) == 1:
-            return min(ts).decode()      # digits and '.' alike placed: as numbers
-        return min(ts, key=float).decode()
+        if self._early is None:
+            ts = self.times
+            if len(set(map(len, ts))) == 1 and len(set(map(bytes.find, ts, repeat(b".")))) == 1:
+                self._early = min(ts).decode()   # digits and '.' alike placed: as numbers
+            else:
+                self._early = min(ts, key=float).decode()
+        return self._early
 
     def samples(self):
         if self._list is None:

@@ -579,8 +579,11 @@ class Reader:
         of the usual kind (see _tally); else None, the Reader unchanged."""
         st = self.stats
         saved = (st.samples, st.malformed, st.fields, self.layout, self.headers)
-        text = (key[0] + time + b": " + key[1]).decode("utf-8", "replace")
-        out = self._parse(_CHUNKS(text))
+        # As in the block: a header follows (cut off again).
+        text = (key[0] + time + b": " + key[1] + b"\nX").decode("utf-8", "replace")
+        chunks = _CHUNKS(text)
+        chunks.pop()
+        out = self._parse(chunks)
         ok = (len(out) == 1 and type(out[0]) is tuple and out[0][3] == time.decode()
               and (st.samples - 1, st.malformed, st.fields, self.layout, self.headers) == saved)
         st.samples, st.malformed, st.fields, self.layout, self.headers = saved

@@ -83,13 +83,14 @@ class Stats:
 
 def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
     """Yields batches of complete lines read from the binary file F, each
-    batch a bytes-like object (lines joined by '\\n', no newline at the end;
-    valid until the next one is asked for; decoding is the caller's, as
-    UTF-8 with U+FFFD for invalid bytes).
-    Memory stays bounded by BLOCK + MAX_LINE: an over-long line is dropped
-    and counted in STATS.huge; a last line without its newline is counted
-    in STATS.truncated, not yielded."""
-    carry = b""
+    batch a tuple of bytes-like parts (valid until the next batch is asked
+    for) whose concatenation is the lines joined by '\\n', no newline at
+    the end: the caller joins them once. Decoding is the caller's, as
+    UTF-8 with U+FFFD for invalid bytes. Memory stays bounded by BLOCK +
+    MAX_LINE: an over-long line is dropped and counted in STATS.huge; a
+    last line without its newline is counted in STATS.truncated, not
+    yielded."""
+    carry = b""               # the last line read, not complete yet
     skipping = False          # inside an over-long line: drop up to '\n'
     read = f.read
     while True:
@@ -102,30 +103,30 @@ def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
                 continue
             blk = blk[i + 1:]
             skipping = False
-        data = carry + blk if carry else blk
-        j = data.rfind(b"\n")
-        if j < 0:
-            if len(data) > max_line:
+        k = blk.rfind(b"\n")
+        if k < 0:
+            carry += blk
+            if len(carry) > max_line:
                 stats.huge += 1
                 carry = b""
                 skipping = True
-            else:
-                carry = data
             continue
-        carry = data[j + 1:]
+        head = carry                      # the lines: head + blk[:k]
+        j = len(head) + k
+        carry = blk[k + 1:]
         if len(carry) > max_line:
             stats.huge += 1
             carry = b""
             skipping = True
         if j > max_line:          # may hold an over-long line (counted in characters)
-            text = data[:j].decode("utf-8", "replace")
+            text = (head + blk[:k]).decode("utf-8", "replace")
             lines = [ln for ln in text.split("\n") if len(ln) <= max_line]
             stats.huge += text.count("\n") + 1 - len(lines)
             if not lines:
                 continue
-            yield "\n".join(lines).encode("utf-8")
+            yield ("\n".join(lines).encode("utf-8"),)
             continue
-        yield memoryview(data)[:j]       # not copied
+        yield head, memoryview(blk)[:k]   # not copied
     if carry and carry.strip():
         stats.truncated += 1
 
@@ -514,11 +515,11 @@ class Reader:
         sample is a few C-level operations over the block (_tally)."""
         st = self.stats
         carry = b""
-        for data in read_blocks(self.f, st):
+        for parts in read_blocks(self.f, st):
             st.lines += 1
             # One copy: '\n' (so that every header follows one), the chunk
-            # carried over, the block.
-            data = b"".join((b"\n", carry, b"\n", data) if carry else (b"\n", data))
+            # carried over, the lines.
+            data = b"".join(((b"\n", carry, b"\n") if carry else (b"\n",)) + parts)
             tb = self._tally(data) if fold and self.layout is not None else None
             if tb is not None:
                 tb, carry = tb
@@ -554,25 +555,22 @@ class Reader:
             protos.clear()
             self.protos_layout = self.layout
             self.protos_size = 0
-        out = []
-        when = None
-        fresh = len(times) // 2       # new texts past this: parsing each costs more
-        for k in tally:
-            p = protos.get(k)
-            if p is None:
-                fresh -= 1
-                if fresh < 0:
-                    return None
-                if when is None:
-                    when = dict(zip(zip(pre, rest), times))
+        keys = list(tally)
+        out = list(map(protos.get, keys))
+        if None in out:
+            new = [i for i, p in enumerate(out) if p is None]
+            if len(new) > len(times) // 2:
+                return None           # mostly new texts: parsing each costs more
+            when = dict(zip(zip(pre, rest), times))
+            for i in new:
+                k = keys[i]
                 p = self._proto(k, when[k])
                 if p is None:
                     return None
-                protos[k] = p
+                protos[k] = out[i] = p
                 self.protos_size += len(k[1]) + 200
-            out.append(p)
         self.stats.samples += len(times)
-        return Tally(None, out, list(tally.values()), times, (list(tally), pre, rest)), carry
+        return Tally(None, out, list(tally.values()), times, (keys, pre, rest)), carry
 
     def _proto(self, key, time):
         """The sample of text KEY with time TIME, its time None, when it is

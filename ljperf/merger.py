@@ -275,6 +275,7 @@ class Merger:
         self.lcache = {}           # callchain line -> Fr, None (ignored) or False (malformed)
         self.ccache = {}           # callchain text -> (frames, dyn, malformed, memo)
         self.pcache = {}           # id(distinct sample of a Tally) -> _entry()
+        self.pgen = 0              # the Resolver generation pcache holds for
         self.csize = 0
         self.dirs_seen = set()
         self.pid_cache = {}        # tid -> pid (perf printed only the tid)
@@ -442,9 +443,9 @@ class Merger:
             self.feed(tb.samples())
             return
         counts = self.counts
-        for e, n in plan:
-            c = e[4]                   # its counts entry, once made
-            key, period, nb = e[3]
+        for e, n in zip(plan, tb.ns):
+            c = e[3]                   # its counts entry, once made
+            key, period, nb = e[2]
             if c is not None:
                 c[0] += n
                 c[1] += n * period
@@ -459,7 +460,7 @@ class Merger:
                 else:
                     c[0] += n
                     c[1] += n * period
-                e[4] = c
+                e[3] = c
             if nb:
                 self.bad += nb * n
         if self.t_first is None:
@@ -467,47 +468,46 @@ class Merger:
         self.t_last = tb.last()
 
     def _plan(self, tb):
-        """[(_entry(), samples)] per distinct sample of folded Tally TB, or None when feed() must take the samples one by one. Its
-        side effects (caches) are those feed() has on them too. The entry of
-        a sample is kept (pcache) while the Resolver's generation holds, and
-        for dynamic frames while the block starts after the memo's time."""
+        """[_entry()] per distinct sample of folded Tally TB, or None when
+        feed() must take the samples one by one. Its side effects (caches)
+        are those feed() has on them too. The entry of a sample is kept
+        (pcache, by id: an entry holds its sample, so ids are not reused)
+        while the Resolver's generation holds, and for dynamic frames while
+        the block starts after the memo's time."""
         pcache = self.pcache
-        gen = self.res.gen
+        if self.pgen != self.res.gen:
+            pcache.clear()
+            self.pgen = self.res.gen
+        protos = tb.protos
+        plan = list(map(pcache.get, map(id, protos)))
         early = None                   # the block's earliest time, s
-        plan = []
-        put = plan.append
-        for s, n in zip(tb.protos, tb.ns):
-            e = pcache.get(id(s))
-            if e is not None and e[0] is s and e[1] == gen:
-                if e[2] is None:
-                    put((e, n))
-                    continue
+        for i in [i for i, e in enumerate(plan) if e is None or e[1] is not None]:
+            e = plan[i]
+            if e is not None:
                 if early is None:
                     early = float(tb.earliest())
-                if early >= e[2]:
-                    put((e, n))
+                if early >= e[1]:
                     continue
-            e = self._entry(s, tb)
+            e = self._entry(protos[i], tb)
             if e is None:
                 return None
-            if len(pcache) > PLAN_CACHE:
-                pcache.clear()
-            pcache[id(s)] = e
-            gen = self.res.gen
-            put((e, n))
+            if e[2][0] is not False:
+                if len(pcache) > PLAN_CACHE:
+                    pcache.clear()
+                pcache[id(protos[i])] = e
+            plan[i] = e
         return plan
 
     def _entry(self, s, tb):
-        """[S, Resolver generation, earliest time it holds from (s) or None
-        for any, (stack key, period, malformed lines), its counts entry
-        once made] of the distinct sample S of folded Tally TB, as feed()
+        """[S, earliest time it holds from (s) or None for any, (stack key,
+        period, malformed lines), its counts entry once made] of the distinct sample S of folded Tally TB, as feed()
         would count each sample of it (key None: another event's, False:
         dropped); None when feed() must take the block."""
         comm, pid, tid, _, period, event, chain, regs, inline = s
         ev = self.ev_filter if self.ev_fixed else None
         if event is not None and ev is not None and event != ev:
             if event.split(":", 1)[0] != ev:
-                return [s, self.res.gen, None, (None, 0, 0), None]
+                return [s, None, (None, 0, 0), None]
         since = None
         try:
             ent = self.ccache.get(chain)
@@ -538,9 +538,9 @@ class Merger:
                 if pc is not None:
                     leaf = self.folder.leaf_line(fl, pc)
         except Exception:          # noqa: BLE001 -- those samples, not the run
-            return [s, -1, None, (False, 0, 0), None]
+            return [s, None, (False, 0, 0), None]
         key = (comm, pid, tid, fl, leaf, None if self.ev_fixed else event)
-        return [s, self.res.gen, since, (key, 1 if period is None else period, nb), None]
+        return [s, since, (key, 1 if period is None else period, nb), None]
 
     def frames(self, chain, inline, pid, tid, time, ent=None):
         """(frames leaf first, pid, malformed lines) of one sample's

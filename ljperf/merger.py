@@ -8,6 +8,11 @@ Invariants:
   callchain texts, not with the input.
 - A sample's callchain text is parsed once (chain cache); the cost per
   sample is a few dict lookups.
+- Counting a folded block (feed_tally: each distinct sample once, by its
+  count) changes nothing feed() would do with its samples one by one:
+  it is done only when no sample's resolution can depend on where in
+  the block it is (dynamic frames memoised from before the block's
+  earliest time, no jitdump directory first seen in it), else feed().
 - One sample that trips an internal inconsistency is dropped and counted
   (Merger.dropped); it never ends the run.
 """
@@ -301,6 +306,7 @@ class Merger:
                 fr = None                    # return address 0: the bottom of a
                                              # coroutine stack, not a frame
         if fr and fr.index is not None:
+            # perf inject writes jitted-PID-N.so next to jit-PID.dump
             self._saw_dir(_dso_dir(text))
         if len(self.lcache) > LINE_CACHE:
             self.lcache.clear()
@@ -500,9 +506,10 @@ class Merger:
 
     def _entry(self, s, tb):
         """[S, earliest time it holds from (s) or None for any, (stack key,
-        period, malformed lines), its counts entry once made] of the distinct sample S of folded Tally TB, as feed()
-        would count each sample of it (key None: another event's, False:
-        dropped); None when feed() must take the block."""
+        period, malformed lines), its counts entry once made] of the
+        distinct sample S of folded Tally TB, as feed() would count each
+        sample of it (key None: another event's, False: dropped); None
+        when feed() must take the block."""
         comm, pid, tid, _, period, event, chain, regs, inline = s
         ev = self.ev_filter if self.ev_fixed else None
         if event is not None and ev is not None and event != ev:

@@ -31,6 +31,15 @@ cut into chunks at every line that starts at column 0 (a sample is then
 one chunk), and a header is parsed with the layout learned from the one
 before; samples of an unusual shape take the general path of the same
 code (_regroup), not a second reader.
+
+Folding (Reader.tallies, lj_merge's way in): a block whose every header
+has a time (and holds no events) is cut at the headers at C level and its
+samples counted by their text without the time, still bytes. Each
+distinct text is parsed once, by the same code (_parse), and is folded
+only when that gives one sample of the usual kind and counts nothing, so
+that every sample of that text parses the same but for its time; any
+other block is parsed sample by sample. Either way a Tally gives the
+block's samples one by one (Tally.samples).
 """
 
 import collections
@@ -459,22 +468,26 @@ class Tally:
         self._early = None
 
     def first(self):
+        """The first sample's time as printed (str)."""
         return self.times[0].decode()
 
     def last(self):
+        """The last sample's time as printed (str)."""
         return self.times[-1].decode()
 
     def earliest(self):
         """The earliest sample time as printed (str)."""
         if self._early is None:
             ts = self.times
-            if len(set(map(len, ts))) == 1 and len(set(map(bytes.find, ts, repeat(b".")))) == 1:
-                self._early = min(ts).decode()   # digits and '.' alike placed: as numbers
+            if len(set(map(len, ts))) == 1 and \
+                    len(set(map(bytes.find, ts, repeat(b".")))) == 1:
+                self._early = min(ts).decode()   # alike in shape: compare as text
             else:
                 self._early = min(ts, key=float).decode()
         return self._early
 
     def samples(self):
+        """The block's Samples and Events in input order (see Tally)."""
         if self._list is None:
             keys, pre, rest = self._keys
             by = dict(zip(keys, self.protos))
@@ -537,11 +550,12 @@ class Reader:
 
     def _tally(self, data):
         """(folded Tally, the text that may go on in the next block) of the
-        block DATA ('\\n' and the lines), or None when it holds anything but samples of the usual
-        kind. A sample is folded by its text without its time: each
-        distinct one is parsed once, by _parse, and taken only when that
-        gives one sample of the usual kind with that time and counts
-        nothing (then every sample of that text parses the same, time aside)."""
+        block DATA ('\\n' and the lines), or None when it holds anything but
+        samples of the usual kind. A sample is folded by its text without
+        its time: each distinct one is parsed once, by _parse, and taken
+        only when that gives one sample of the usual kind with that time
+        and counts nothing (then every sample of that text parses the same,
+        time aside)."""
         parts = _HEADS(data)
         if parts[0] or len(parts) < 7:
             return None

@@ -452,6 +452,10 @@ _CHUNKS = re.compile(r"\n(?=[^\t ])").split
 # header, (header up to its time, time, the rest up to the next header)...].
 _HEADS = re.compile(rb"\n([^\t \n][^\n]*? +)(\d+\.\d+): ").split
 PROTO_BYTES = 32 << 20   # Reader's distinct-sample cache is emptied past this
+# Folding is given up once this many samples were tried, if more than half
+# of them had a text not seen before (periods that vary per sample, all
+# stacks distinct): then each text costs its parse on top of the fold.
+FOLD_TRIAL = 20000
 
 
 class Tally:
@@ -509,6 +513,7 @@ class Reader:
         self.protos = {}          # (header before its time, rest) -> sample without time
         self.protos_layout = None   # the layout they were parsed with
         self.protos_size = 0
+        self.tried = self.fresh = 0   # samples folding saw, with a new text
 
     def __iter__(self):
         for batch in self.batches():
@@ -533,7 +538,10 @@ class Reader:
             # One copy: '\n' (so that every header follows one), the chunk
             # carried over, the lines.
             data = b"".join(((b"\n", carry, b"\n") if carry else (b"\n",)) + parts)
-            tb = self._tally(data) if fold and self.layout is not None else None
+            tb = None
+            if fold and self.layout is not None and \
+                    (self.tried < FOLD_TRIAL or 2 * self.fresh < self.tried):
+                tb = self._tally(data)
             if tb is not None:
                 tb, carry = tb
             else:
@@ -571,10 +579,10 @@ class Reader:
             self.protos_size = 0
         keys = list(tally)
         out = list(map(protos.get, keys))
+        self.tried += len(times)
         if None in out:
             new = [i for i, p in enumerate(out) if p is None]
-            if len(new) > len(times) // 2:
-                return None           # mostly new texts: parsing each costs more
+            self.fresh += len(new)
             when = dict(zip(zip(pre, rest), times))
             for i in new:
                 k = keys[i]

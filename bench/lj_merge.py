@@ -2,7 +2,7 @@
 """lj_merge speed benchmark: prints input lines per second, and the ratio
 to a stackcollapse on the same input.
 
-usage: python3 -m bench.lj_merge [--runs N] [--min-lines N] [--args "LJ_MERGE ARGS"] [FILE...]
+usage: python3 -m bench.lj_merge [--runs N] [--min-lines N] [--args "LJ_MERGE ARGS"] [--stages] [FILE...]
 
 With FILEs (perf script text, e.g. `perf script > big.txt`), each is
 processed as is. Without, a >= --min-lines (default 1.2M) input is built in
@@ -28,6 +28,12 @@ A real large capture (1.26M lines, root): build capture/fakevm.c, then
   perf inject --jit -i p.data -o j.data && perf script -i j.data > inject.txt
   python3 -m bench.lj_merge --args "--jitdump $PWD" raw.txt inject.txt
   python3 -m bench.lj_merge --args "--lines --jit-tag --tid --jitdump $PWD" rawF.txt
+
+--stages: where lj_merge's CPU time goes on each input instead (no
+stackcollapse): start-up (lj_merge on an empty input), the C-level
+stages of the folded path (ljperf.perfscript.Reader.tallies: read, join,
+cut at headers, count texts) timed block by block, and the rest of the
+whole run (Python: distinct texts parsed, the merger, fold, write).
 
 Against perf script itself (lj_merge must not be the slower end of the
 pipe): --perf-data P.data times `perf script -i P.data PERF-ARGS` (best of
@@ -159,6 +165,57 @@ def side_by_side(path, args, runs):
     bench(path, args + ["--jit-tag", "--pprof", os.devnull], runs, base=base)
 
 
+def stages(path, args, runs):
+    """Prints where lj_merge ARGS spends its CPU time on PATH (--stages)."""
+    sys.path.insert(0, ROOT)
+    import collections
+    from ljperf import merge_cli, perfscript
+    clock = time.process_time
+
+    def blocks():
+        acc = collections.Counter()
+        with open(path, "rb") as f:
+            it = perfscript.read_blocks(f, perfscript.Stats())
+            while True:
+                t0 = clock()
+                parts = next(it, None)
+                t1 = clock()
+                if parts is None:
+                    return acc
+                data = b"".join((b"\n",) + parts)
+                t2 = clock()
+                p = perfscript._HEADS(data)
+                t3 = clock()
+                collections.Counter(zip(p[1:-3:3], p[3:-3:3]))
+                acc["read"] += t1 - t0
+                acc["join"] += t2 - t1
+                acc["cut"] += t3 - t2
+                acc["count"] += clock() - t3
+
+    def whole():
+        t = clock()
+        merge_cli.main(args + ["-o", os.devnull, path])
+        return clock() - t
+
+    with tempfile.NamedTemporaryFile(prefix="lj_merge_bench.", suffix=".txt") as empty:
+        start = min(bench_cpu([sys.executable, LJ_MERGE, "-o", os.devnull, empty.name])
+                    for _ in range(runs))
+    c = min((blocks() for _ in range(runs)), key=lambda a: sum(a.values()))
+    w = min(whole() for _ in range(runs))
+    print("%s: start-up %.3f s; read %.3f, join %.3f, cut at headers %.3f, count texts %.3f "
+          "(C-level %.3f); whole run %.3f, rest (Python) %.3f"
+          % (os.path.basename(path), start, c["read"], c["join"], c["cut"], c["count"],
+             sum(c.values()), w, w - sum(c.values())))
+
+
+def bench_cpu(cmd):
+    """CPU time (user+sys) of running CMD."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
 def bench_perf_script(data, perf_args, runs):
     """Times perf script on DATA; returns the path of its output (in a
     temporary directory the caller removes)."""
@@ -194,6 +251,8 @@ def main():
     ap.add_argument("--perf-args", default="", help="perf script arguments")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--min-lines", type=int, default=1200000)
+    ap.add_argument("--stages", action="store_true",
+                    help="where lj_merge's CPU time goes, instead of the side by side")
     ap.add_argument("--args", default=None,
                     help="lj_merge arguments (default: --jitdump fixtures/fakevm "
                          "for the built input, none for FILEs)")
@@ -206,10 +265,11 @@ def main():
             import shutil
             shutil.rmtree(d, ignore_errors=True)
         return
+    run = stages if o.stages else side_by_side
     if o.files:
         args = o.args.split() if o.args else []
         for f in o.files:
-            side_by_side(f, args, o.runs)
+            run(f, args, o.runs)
         return
     fd, path = tempfile.mkstemp(prefix="lj_merge_bench.", suffix=".txt")
     try:
@@ -217,7 +277,7 @@ def main():
         print("built %s: %d lines from fixtures/" % (path, n))
         args = (o.args.split() if o.args else
                 ["--jitdump", os.path.join(FIX, "fakevm")])
-        side_by_side(path, args, o.runs)
+        run(path, args, o.runs)
     finally:
         os.unlink(path)
 

@@ -174,10 +174,14 @@ def merge(f, opts, warn):
     merger = Merger(opts, res, wants_lines(opts))
     merger.mem = Memory(merger, opts) if opts.mem else None
     merger.off = OffCpu(merger, bool(opts.wall)) if opts.off_cpu else None
-    feed = merger.mem.feed if opts.mem else merger.off.feed if opts.off_cpu else merger.feed
     rd = Reader(f)
-    for batch in rd.batches():
-        feed(batch)
+    if opts.mem or opts.off_cpu:
+        feed = merger.mem.feed if opts.mem else merger.off.feed
+        for batch in rd.batches():
+            feed(batch)
+    else:
+        for tb in rd.tallies():
+            merger.feed_tally(tb)
     if res.nodump and any(v is not None for v in res.dumps.values()):
         ps = sorted(res.nodump)
         warn("no jit-PID.dump for pid %s%s: their Lua frames stay [unknown] (a forked "

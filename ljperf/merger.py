@@ -8,11 +8,17 @@ Invariants:
   callchain texts, not with the input.
 - A sample's callchain text is parsed once (chain cache); the cost per
   sample is a few dict lookups.
+- Counting a folded block (feed_tally: each distinct sample once, by its
+  count) changes nothing feed() would do with its samples one by one:
+  it is done only when no sample's resolution can depend on where in
+  the block it is (dynamic frames memoised from before the block's
+  earliest time, no jitdump directory first seen in it), else feed().
 - One sample that trips an internal inconsistency is dropped and counted
   (Merger.dropped); it never ends the run.
 """
 
 import os
+from operator import attrgetter
 
 from ljperf.perfscript import Event, is_srcline, time_end_ns, time_span
 from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KINDS, NO_CHAIN,
@@ -24,10 +30,13 @@ from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KINDS, NO_CHAIN,
 # current line is unknown (printed `?` by --lines) unless the PC register (R13) gives it.
 ENTRY_OFF = 4
 
+_DYN = attrgetter("dyn")
+
 # Caches are emptied when they pass these sizes (bounded memory).
 CHAIN_CACHE_BYTES = 32 << 20
 LINE_CACHE = 500000
 DYN_MEMO = 200000
+PLAN_CACHE = 200000
 
 
 class Folder:
@@ -237,6 +246,12 @@ def without_slot(frames):
     return frames if out is None else tuple(out)
 
 
+def _dso_dir(text):
+    """The directory of the DSO of a callchain line (stripped), or ""."""
+    m = text.rfind(" (")
+    return os.path.dirname(text[m + 2:-1]) if m >= 0 else ""
+
+
 def _where(fr):
     return (fr.dso, fr.ip) if fr.dso is not None else None
 
@@ -272,6 +287,8 @@ class Merger:
         self.counts = {}           # (comm, pid, tid, frames, leafline, event) -> [samples, weight]
         self.lcache = {}           # callchain line -> Fr, None (ignored) or False (malformed)
         self.ccache = {}           # callchain text -> (frames, dyn, malformed, memo)
+        self.pcache = {}           # id(distinct sample of a Tally) -> _entry()
+        self.pgen = 0              # the Resolver generation pcache holds for
         self.csize = 0
         self.dirs_seen = set()
         self.pid_cache = {}        # tid -> pid (perf printed only the tid)
@@ -298,8 +315,7 @@ class Merger:
                                              # coroutine stack, not a frame
         if fr and fr.index is not None:
             # perf inject writes jitted-PID-N.so next to jit-PID.dump
-            m = text.rfind(" (")
-            self._saw_dir(os.path.dirname(text[m + 2:-1]) if m >= 0 else "")
+            self._saw_dir(_dso_dir(text))
         if len(self.lcache) > LINE_CACHE:
             self.lcache.clear()
         self.lcache[line] = fr
@@ -308,12 +324,32 @@ class Merger:
     def _chain(self, chain):
         """(frames tuple, has dynamic frames, malformed lines, memo) of a
         callchain text; srcline lines ('  '-led after a frame) are skipped."""
+        lines = chain.split("\n")
+        get = self.lcache.get
+        frs = list(map(get, lines))
+        if None not in frs:
+            # Every line known (so each a '\t'-led frame line): C-level.
+            fl = tuple(filter(None, frs))
+            ent = (fl, any(map(_DYN, fl)), len(frs) - len(fl), None)
+        else:
+            ent = self._chain_lines(lines)
+        if ent[1]:
+            ent = ent[:3] + ({},)
+        self.csize += len(chain) + 100
+        if self.csize > CHAIN_CACHE_BYTES:
+            self.ccache.clear()
+            self.csize = len(chain) + 100
+        self.ccache[chain] = ent
+        return ent
+
+    def _chain_lines(self, lines):
+        """_chain's entry of callchain LINES, line by line."""
         fl = []
         dyn = False
         nb = 0
         get = self.lcache.get
         prev = ""
-        for ln in chain.split("\n"):
+        for ln in lines:
             c = ln[:1]
             if c != "\t":
                 if c and not (prev and is_srcline(ln)):
@@ -332,13 +368,17 @@ class Merger:
                     dyn = True
             else:
                 nb += 1
-        ent = (tuple(fl), dyn, nb, {} if dyn else None)
-        self.csize += len(chain) + 100
-        if self.csize > CHAIN_CACHE_BYTES:
-            self.ccache.clear()
-            self.csize = len(chain) + 100
-        self.ccache[chain] = ent
-        return ent
+        return tuple(fl), dyn, nb, None
+
+    def _new_dir(self, chain):
+        """Whether parsing callchain text CHAIN may add a jitdump directory
+        (a jitted-*.so frame in a directory not seen yet)."""
+        for ln in chain.split("\n"):
+            if "jitted-" in ln:
+                d = _dso_dir(ln.strip())
+                if d and d not in self.dirs_seen:
+                    return True
+        return False
 
     def _saw_dir(self, d):
         if d and d not in self.dirs_seen:
@@ -403,6 +443,119 @@ class Merger:
                 self.t_first = next(x[3] for x in batch
                                     if type(x) is not Event and x[3] is not None)
             self.t_last = last
+
+    def feed_tally(self, tb):
+        """A perfscript.Tally: when folded, each distinct sample is counted
+        once, by its count, if that is what feed() would do with its samples
+        one by one: its dynamic frames resolved by the memo at the block's
+        earliest time, no jitdump directory added within the block (which
+        would change how the samples after it resolve). Else feed()."""
+        plan = None
+        if tb.protos is not None and not self.cut:
+            plan = self._plan(tb)
+        if plan is None:
+            self.feed(tb.samples())
+            return
+        counts = self.counts
+        for e, n in zip(plan, tb.ns):
+            c = e[3]                   # its counts entry, once made
+            key, period, nb = e[2]
+            if c is not None:
+                c[0] += n
+                c[1] += n * period
+            elif key is None:
+                self.other_events += n
+            elif key is False:
+                self.dropped += n
+            else:
+                c = counts.get(key)
+                if c is None:
+                    c = counts[key] = [n, n * period]
+                else:
+                    c[0] += n
+                    c[1] += n * period
+                e[3] = c
+            if nb:
+                self.bad += nb * n
+        if self.t_first is None:
+            self.t_first = tb.first()
+        self.t_last = tb.last()
+
+    def _plan(self, tb):
+        """[_entry()] per distinct sample of folded Tally TB, or None when
+        feed() must take the samples one by one. Its side effects (caches)
+        are those feed() has on them too. The entry of a sample is kept
+        (pcache, by id: an entry holds its sample, so ids are not reused)
+        while the Resolver's generation holds, and for dynamic frames while
+        the block starts after the memo's time."""
+        pcache = self.pcache
+        if self.pgen != self.res.gen:
+            pcache.clear()
+            self.pgen = self.res.gen
+        protos = tb.protos
+        plan = list(map(pcache.get, map(id, protos)))
+        early = None                   # the block's earliest time, s
+        for i in [i for i, e in enumerate(plan) if e is None or e[1] is not None]:
+            e = plan[i]
+            if e is not None:
+                if early is None:
+                    early = float(tb.earliest())
+                if early >= e[1]:
+                    continue
+            e = self._entry(protos[i], tb)
+            if e is None:
+                return None
+            if e[2][0] is not False:
+                if len(pcache) > PLAN_CACHE:
+                    pcache.clear()
+                pcache[id(protos[i])] = e
+            plan[i] = e
+        return plan
+
+    def _entry(self, s, tb):
+        """[S, earliest time it holds from (s) or None for any, (stack key,
+        period, malformed lines), its counts entry once made] of the
+        distinct sample S of folded Tally TB, as feed() would count each
+        sample of it (key None: another event's, False: dropped); None
+        when feed() must take the block."""
+        comm, pid, tid, _, period, event, chain, regs, inline = s
+        ev = self.ev_filter if self.ev_fixed else None
+        if event is not None and ev is not None and event != ev:
+            if event.split(":", 1)[0] != ev:
+                return [s, None, (None, 0, 0), None]
+        since = None
+        try:
+            ent = self.ccache.get(chain)
+            if ent is None:
+                if "jitted-" in chain and self._new_dir(chain):
+                    return None
+                ent = self._chain(chain)
+            fl, dyn, nb, memo = ent
+            if not fl and inline:
+                return None
+            if dyn:
+                if pid is None:
+                    pid = self._pid(tid)
+                earliest = tb.earliest()
+                m = memo.get(pid)
+                if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
+                    # what feed() does at the first sample, at the block's
+                    # earliest time: memoised if no later load can matter
+                    self._resolve(fl, memo, pid, earliest)
+                    m = memo.get(pid)
+                    if m is None or m[0] != self.res.gen or float(earliest) < m[1]:
+                        return None
+                fl, since = m[2], m[1]
+            leaf = None
+            if regs is not None and self.want_pc and fl and fl[0].interp:
+                self.pc_seen = True
+                pc = interp_pc(regs)
+                if pc is not None:
+                    leaf = self.folder.leaf_line(fl, pc)
+        except Exception:          # noqa: BLE001 -- those samples, not the run
+            return [s, None, (False, 0, 0), None]
+        key = (comm, pid, tid, fl, leaf, None if self.ev_fixed else event)
+        return [s, since, (key, 1 if period is None else period, nb), None]
 
     def frames(self, chain, inline, pid, tid, time, ent=None):
         """(frames leaf first, pid, malformed lines) of one sample's

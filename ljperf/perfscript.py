@@ -31,10 +31,20 @@ cut into chunks at every line that starts at column 0 (a sample is then
 one chunk), and a header is parsed with the layout learned from the one
 before; samples of an unusual shape take the general path of the same
 code (_regroup), not a second reader.
+
+Folding (Reader.tallies, lj_merge's way in): a block whose every header
+has a time (and holds no events) is cut at the headers at C level and its
+samples counted by their text without the time, still bytes. Each
+distinct text is parsed once, by the same code (_parse), and is folded
+only when that gives one sample of the usual kind and counts nothing, so
+that every sample of that text parses the same but for its time; any
+other block is parsed sample by sample. Either way a Tally gives the
+block's samples one by one (Tally.samples).
 """
 
 import collections
 import re
+from itertools import repeat
 
 BLOCK = 1 << 18          # bytes read per read(2)
 MAX_LINE = 1 << 20       # longer lines are dropped (bounded memory)
@@ -80,13 +90,16 @@ class Stats:
 
 # Reading ---------------------------------------------------------------------
 
-def read_texts(f, stats, block=BLOCK, max_line=MAX_LINE):
+def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
     """Yields batches of complete lines read from the binary file F, each
-    batch one str (lines joined by '\\n', no newline at the end). Memory
-    stays bounded by BLOCK + MAX_LINE: an over-long line is dropped and
-    counted in STATS.huge; a last line without its newline is counted in
-    STATS.truncated, not yielded."""
-    carry = b""
+    batch a tuple of bytes-like parts (valid until the next batch is asked
+    for) whose concatenation is the lines joined by '\\n', no newline at
+    the end: the caller joins them once. Decoding is the caller's, as
+    UTF-8 with U+FFFD for invalid bytes. Memory stays bounded by BLOCK +
+    MAX_LINE: an over-long line is dropped and counted in STATS.huge; a
+    last line without its newline is counted in STATS.truncated, not
+    yielded."""
+    carry = b""               # the last line read, not complete yet
     skipping = False          # inside an over-long line: drop up to '\n'
     read = f.read
     while True:
@@ -99,29 +112,30 @@ def read_texts(f, stats, block=BLOCK, max_line=MAX_LINE):
                 continue
             blk = blk[i + 1:]
             skipping = False
-        data = carry + blk if carry else blk
-        j = data.rfind(b"\n")
-        if j < 0:
-            if len(data) > max_line:
+        k = blk.rfind(b"\n")
+        if k < 0:
+            carry += blk
+            if len(carry) > max_line:
                 stats.huge += 1
                 carry = b""
                 skipping = True
-            else:
-                carry = data
             continue
-        carry = data[j + 1:]
+        head = carry                      # the lines: head + blk[:k]
+        j = len(head) + k
+        carry = blk[k + 1:]
         if len(carry) > max_line:
             stats.huge += 1
             carry = b""
             skipping = True
-        text = data[:j].decode("utf-8", "replace")
-        if j > max_line:
+        if j > max_line:          # may hold an over-long line (counted in characters)
+            text = (head + blk[:k]).decode("utf-8", "replace")
             lines = [ln for ln in text.split("\n") if len(ln) <= max_line]
             stats.huge += text.count("\n") + 1 - len(lines)
             if not lines:
                 continue
-            text = "\n".join(lines)
-        yield text
+            yield ("\n".join(lines).encode("utf-8"),)
+            continue
+        yield head, memoryview(blk)[:k]   # not copied
     if carry and carry.strip():
         stats.truncated += 1
 
@@ -433,6 +447,57 @@ def parse_event(line):
 
 # Cut before every line that starts at column 0 (header, side-band, blank).
 _CHUNKS = re.compile(r"\n(?=[^\t ])").split
+# Cut a block (bytes, after a '\n' put in front) at every sample header with
+# a time, keeping the text before the time and the time: [before the first
+# header, (header up to its time, time, the rest up to the next header)...].
+_HEADS = re.compile(rb"\n([^\t \n][^\n]*? +)(\d+\.\d+): ").split
+PROTO_BYTES = 32 << 20   # Reader's distinct-sample cache is emptied past this
+# Folding is given up once this many samples were tried, if more than half
+# of them had a text not seen before (periods that vary per sample, all
+# stacks distinct): then each text costs its parse on top of the fold.
+FOLD_TRIAL = 20000
+
+
+class Tally:
+    """The samples of one block read. Folded (PROTOS not None): every sample
+    is of the usual kind; PROTOS the distinct ones as Sample-field tuples
+    with time None, in first-seen order, NS how many times each came, TIMES
+    each sample's time (bytes, input order). samples() gives the block one
+    by one (a list as Reader.batches yields), folded or not."""
+    __slots__ = ("protos", "ns", "times", "_keys", "_list", "_early")
+
+    def __init__(self, samples, protos=None, ns=None, times=None, keys=None):
+        self._list = samples
+        self.protos, self.ns, self.times, self._keys = protos, ns, times, keys
+        self._early = None
+
+    def first(self):
+        """The first sample's time as printed (str)."""
+        return self.times[0].decode()
+
+    def last(self):
+        """The last sample's time as printed (str)."""
+        return self.times[-1].decode()
+
+    def earliest(self):
+        """The earliest sample time as printed (str)."""
+        if self._early is None:
+            ts = self.times
+            if len(set(map(len, ts))) == 1 and \
+                    len(set(map(bytes.find, ts, repeat(b".")))) == 1:
+                self._early = min(ts).decode()   # alike in shape: compare as text
+            else:
+                self._early = min(ts, key=float).decode()
+        return self._early
+
+    def samples(self):
+        """The block's Samples and Events in input order (see Tally)."""
+        if self._list is None:
+            keys, pre, rest = self._keys
+            by = dict(zip(keys, self.protos))
+            self._list = [p[:3] + (t.decode(),) + p[4:]
+                          for p, t in zip(map(by.__getitem__, zip(pre, rest)), self.times)]
+        return self._list
 
 
 class Reader:
@@ -444,6 +509,11 @@ class Reader:
         self.stats = Stats()
         self.headers = False      # a sample header seen (no header-less format)
         self.layout = None        # of the last slow-parsed header
+        self.pidtids = {}         # "pid/tid" token -> (pid, tid)
+        self.protos = {}          # (header before its time, rest) -> sample without time
+        self.protos_layout = None   # the layout they were parsed with
+        self.protos_size = 0
+        self.tried = self.fresh = 0   # samples folding saw, with a new text
 
     def __iter__(self):
         for batch in self.batches():
@@ -451,109 +521,186 @@ class Reader:
                 yield x if type(x) is not tuple else _new(Sample, x)
 
     def batches(self):
-        """Yields lists of Events and samples, one list per block read: the
-        fast way in for lj_merge (no generator step and no object per
-        sample). A sample is a Sample or a plain tuple of Sample's fields.
+        """Yields lists of Events and samples, one list per block read. A
+        sample is a Sample or a plain tuple of Sample's fields."""
+        for tb in self.tallies(False):
+            yield tb.samples()
+
+    def tallies(self, fold=True):
+        """Yields a Tally per block read: lj_merge's way in. FOLD: fold
+        the samples of a block when all are of the usual kind (the layout
+        learned, headers with a time, no events), so that the work per
+        sample is a few C-level operations over the block (_tally)."""
+        st = self.stats
+        carry = b""
+        for parts in read_blocks(self.f, st):
+            st.lines += 1
+            # One copy: '\n' (so that every header follows one), the chunk
+            # carried over, the lines.
+            data = b"".join(((b"\n", carry, b"\n") if carry else (b"\n",)) + parts)
+            tb = None
+            if fold and self.layout is not None and \
+                    (self.tried < FOLD_TRIAL or 2 * self.fresh < self.tried):
+                tb = self._tally(data)
+            if tb is not None:
+                tb, carry = tb
+            else:
+                chunks = _CHUNKS(data.decode("utf-8", "replace")[1:])
+                c = chunks.pop()              # may go on in the next batch
+                if len(c) > MAX_CARRY:
+                    chunks.append(c)
+                    c = ""
+                carry = c.encode("utf-8")
+                tb = Tally(self._parse(chunks))
+            yield tb
+        if carry:
+            yield Tally(list(self._regroup(carry.decode("utf-8", "replace").split("\n"))))
+
+    def _tally(self, data):
+        """(folded Tally, the text that may go on in the next block) of the
+        block DATA ('\\n' and the lines), or None when it holds anything but
+        samples of the usual kind. A sample is folded by its text without
+        its time: each distinct one is parsed once, by _parse, and taken
+        only when that gives one sample of the usual kind with that time
+        and counts nothing (then every sample of that text parses the same,
+        time aside)."""
+        parts = _HEADS(data)
+        if parts[0] or len(parts) < 7:
+            return None
+        carry = parts[-3] + parts[-2] + b": " + parts[-1]
+        if len(carry) > MAX_CARRY:
+            return None
+        pre, times, rest = parts[1:-3:3], parts[2:-3:3], parts[3:-3:3]
+        tally = collections.Counter(zip(pre, rest))
+        protos = self.protos
+        if self.protos_layout is not self.layout or self.protos_size > PROTO_BYTES:
+            protos.clear()
+            self.protos_layout = self.layout
+            self.protos_size = 0
+        keys = list(tally)
+        out = list(map(protos.get, keys))
+        self.tried += len(times)
+        if None in out:
+            new = [i for i, p in enumerate(out) if p is None]
+            self.fresh += len(new)
+            when = dict(zip(zip(pre, rest), times))
+            for i in new:
+                k = keys[i]
+                p = self._proto(k, when[k])
+                if p is None:
+                    return None
+                protos[k] = out[i] = p
+                self.protos_size += len(k[1]) + 200
+        self.stats.samples += len(times)
+        return Tally(None, out, list(tally.values()), times, (keys, pre, rest)), carry
+
+    def _proto(self, key, time):
+        """The sample of text KEY with time TIME, its time None, when it is
+        of the usual kind (see _tally); else None, the Reader unchanged."""
+        st = self.stats
+        saved = (st.samples, st.malformed, st.fields, self.layout, self.headers)
+        # As in the block: a header follows (cut off again).
+        text = (key[0] + time + b": " + key[1] + b"\nX").decode("utf-8", "replace")
+        chunks = _CHUNKS(text)
+        chunks.pop()
+        out = self._parse(chunks)
+        ok = (len(out) == 1 and type(out[0]) is tuple and out[0][3] == time.decode()
+              and (st.samples - 1, st.malformed, st.fields, self.layout, self.headers) == saved)
+        st.samples, st.malformed, st.fields, self.layout, self.headers = saved
+        return out[0][:3] + (None,) + out[0][4:] if ok else None
+
+    def _parse(self, chunks):
+        """The samples and events of CHUNKS (column-0 line each, with the
+        indented lines after it), in order.
 
         The one Python function of ljperf over ~80 lines, on purpose: this is
-        lj_merge's hot loop (every input line passes through it). Locals
-        instead of attributes, no helper call per line and the header fast
-        path inline are what keep lj_merge over 1M lines/s
+        lj_merge's hot loop wherever blocks are not folded (every input line
+        passes through it). Locals instead of attributes, no helper call per
+        line and the header fast path inline are what keep it fast
         (bench/lj_merge.py); split into functions, each line would pay
         for the calls."""
-        st = self.stats
-        carry = ""
         group = self._group
-        pidtids = {}                      # "pid/tid" token -> (pid, tid)
+        pidtids = self.pidtids
         comm = event = None               # of the last sample
-        lay = None
+        lay = self.layout
         need = pi = ti = pe = evi = 0     # lay's fields, read only once it is set
+        if lay is not None:
+            need, pi, ti, pe, evi = lay
         n = 0                             # samples of the usual kind
-        for text in read_texts(self.f, st):
-            st.lines += 1
-            if carry:
-                text = carry + "\n" + text
-            chunks = _CHUNKS(text)
-            carry = chunks.pop()          # may go on in the next batch
-            if len(carry) > MAX_CARRY:
-                chunks.append(carry)
-                carry = ""
-            out = []
-            put = out.append
-            for ch in chunks:
-                if not ch:
-                    continue              # a blank line
-                i = ch.find("\n")
-                head = ch if i < 0 else ch[:i]
-                body = ""
-                regs = None
-                if i >= 0:
-                    body = ch[i + 1:]
-                    r = body.rfind("\n") + 1     # last line: registers?
-                    if body[r:r + 5] == " ABI:":
-                        regs = body[r:]
-                        body = body[:r - 1] if r else ""
-                # The usual sample: a header of the layout learned by
-                # parse_header() (comm and pid: the only layouts where the
-                # lines inside a chunk are all callchain or srcline lines).
-                # Tokens are counted from the end: comm may have spaces.
-                if lay is not None and ch[0] not in "\t #" and \
-                        "PERF_RECORD_" not in head:
-                    toks = head.split()
-                    nt = len(toks)
-                    if nt >= need:
-                        t = e = period = None
-                        if ti:
-                            t = toks[ti]
-                            if t[-1] != ":" or "." not in t:
-                                nt = 0
-                            t = t[:-1]
-                        if evi:
-                            e = toks[evi]
-                            if e[-1] != ":" or (not ti and is_time(e)):
-                                nt = 0
-                            e = e[:-1]
-                        if pe:
-                            period = toks[pe]
-                            if period.isdigit():
-                                period = int(period)
-                            else:
-                                nt = 0
-                        pt = pidtids.get(toks[pi])
+        out = []
+        put = out.append
+        for ch in chunks:
+            if not ch:
+                continue              # a blank line
+            i = ch.find("\n")
+            head = ch if i < 0 else ch[:i]
+            body = ""
+            regs = None
+            if i >= 0:
+                body = ch[i + 1:]
+                r = body.rfind("\n") + 1     # last line: registers?
+                if body[r:r + 5] == " ABI:":
+                    regs = body[r:]
+                    body = body[:r - 1] if r else ""
+            # The usual sample: a header of the layout learned by
+            # parse_header() (comm and pid: the only layouts where the
+            # lines inside a chunk are all callchain or srcline lines).
+            # Tokens are counted from the end: comm may have spaces.
+            if lay is not None and ch[0] not in "\t #" and \
+                    "PERF_RECORD_" not in head:
+                toks = head.split()
+                nt = len(toks)
+                if nt >= need:
+                    t = e = period = None
+                    if ti:
+                        t = toks[ti]
+                        if t[-1] != ":" or "." not in t:
+                            nt = 0
+                        t = t[:-1]
+                    if evi:
+                        e = toks[evi]
+                        if e[-1] != ":" or (not ti and is_time(e)):
+                            nt = 0
+                        e = e[:-1]
+                    if pe:
+                        period = toks[pe]
+                        if period.isdigit():
+                            period = int(period)
+                        else:
+                            nt = 0
+                    pt = pidtids.get(toks[pi])
+                    if pt is None:
+                        pt = parse_pidtid(toks[pi])
                         if pt is None:
-                            pt = parse_pidtid(toks[pi])
-                            if pt is None:
-                                nt = 0
-                            elif len(pidtids) < 100000:
-                                pidtids[toks[pi]] = pt
-                        if nt > need and any(is_time(x) for x in toks[1:nt - need + 1]):
-                            nt = 0                # not comm with spaces: another layout
-                        if nt:
-                            n += 1
-                            c = toks[0] if nt == need else " ".join(toks[:nt - need + 1])
-                            if c == comm:
-                                c = comm          # one str object: its hash is kept
-                            else:
-                                comm = c
-                            if e == event:
-                                e = event
-                            else:
-                                event = e
-                            put((c, pt[0], pt[1], t, period, e, body, regs, None))
-                            continue
-                if body[:1] == " " or "\n " in body:
-                    out.extend(self._regroup(ch.split("\n")))
-                    continue
-                x = group(head, body, regs)
-                lay = self.layout
-                if lay is not None:
-                    need, pi, ti, pe, evi = lay
-                if x is not None:
-                    put(x)
-            yield out
-        st.samples += n
-        if carry:
-            yield list(self._regroup(carry.split("\n")))
+                            nt = 0
+                        elif len(pidtids) < 100000:
+                            pidtids[toks[pi]] = pt
+                    if nt > need and any(is_time(x) for x in toks[1:nt - need + 1]):
+                        nt = 0                # not comm with spaces: another layout
+                    if nt:
+                        n += 1
+                        c = toks[0] if nt == need else " ".join(toks[:nt - need + 1])
+                        if c == comm:
+                            c = comm          # one str object: its hash is kept
+                        else:
+                            comm = c
+                        if e == event:
+                            e = event
+                        else:
+                            event = e
+                        put((c, pt[0], pt[1], t, period, e, body, regs, None))
+                        continue
+            if body[:1] == " " or "\n " in body:
+                out.extend(self._regroup(ch.split("\n")))
+                continue
+            x = group(head, body, regs)
+            lay = self.layout
+            if lay is not None:
+                need, pi, ti, pe, evi = lay
+            if x is not None:
+                put(x)
+        self.stats.samples += n
+        return out
 
     def _regroup(self, lines):
         """Chunks with lines starting with a space: srcline lines (after a

@@ -193,6 +193,29 @@ class Parsing(unittest.TestCase):
         self.assertEqual((got[1].comm, got[1].inline), ("a", "12 f (/x)"))
         self.assertEqual((got[2].comm, got[2].pid, got[2].tid), ("a x/2", None, None))
 
+    def test_blocks_fold(self):
+        """Past the first block, samples of the usual kind are folded by
+        their text: each of fakevm-raw.txt's 33 samples repeated 60 times
+        in place (several blocks) comes as at most 33 distinct samples per
+        block, their counts adding up to the headers."""
+        import io
+        with open(os.path.join(FIX, "fakevm-raw.txt"), "rb") as f:
+            parts = f.read().split(b"\n\n")
+        data = b"\n\n".join(p for p in parts for _ in range(60))
+        headers = sum(1 for ln in data.split(b"\n") if ln[:1] not in (b"", b"\t", b" "))
+        folded = total = 0
+        for tb in perfscript.Reader(io.BytesIO(data)).tallies():
+            if tb.protos is None:
+                total += len(tb.samples())
+                continue
+            folded += 1
+            self.assertLessEqual(len(tb.protos), 33)
+            self.assertEqual(sum(tb.ns), len(tb.times))
+            self.assertTrue(all(p[3] is None for p in tb.protos))
+            total += len(tb.times)
+        self.assertGreaterEqual(folded, 2)
+        self.assertEqual(total, headers)
+
     def test_split_frame(self):
         sf = perfscript.split_frame
         self.assertEqual(sf("121e c+0x3d (/tmp/ljm/cstack)"), (0x121e, "c", 0x3d, "/tmp/ljm/cstack"))

@@ -1,0 +1,54 @@
+-- Workloads for fpwalk-host: each global function is one unit of work,
+-- called repeatedly until its workload has its samples.
+local ffi = require("ffi")
+ffi.cdef[[int host_each(int n, int (*cb)(int));]]
+
+local function spin(n)
+  local x = 0
+  for i = 1, n do x = (x * 33 + i) % 1000003 end
+  return x
+end
+
+local function down_i(d)
+  if d == 0 then return spin(300) end
+  return down_i(d - 1) + 1  -- not a tail call: d frames stay on the stack
+end
+jit.off(down_i, true)
+jit.off(spin)  -- rec_interp's leaf stays in the interpreter...
+
+local function spin_j(n)  -- ...and rec_jit's gets a trace
+  local x = 0
+  for i = 1, n do x = (x * 33 + i) % 1000003 end
+  return x
+end
+local function down_j(d)
+  if d == 0 then return spin_j(300) end
+  return down_j(d - 1) + 1
+end
+
+function rec_interp() return down_i(60) end
+function rec_jit() return down_j(60) end
+
+local co = coroutine.wrap(function()
+  while true do
+    local x = 0
+    for i = 1, 200 do x = x + i % 7 end
+    coroutine.yield(x)
+  end
+end)
+function coro()
+  for _ = 1, 50 do co() end
+end
+
+local cb = ffi.cast("int (*)(int)", function(i) return spin_j(20) + i end)
+function ffi_cb() return ffi.C.host_each(50, cb) end
+
+function hot()
+  local s = 0
+  for i = 1, 200000 do s = s + math.sqrt(i) * 0.5 end
+  return s
+end
+
+local function inner() return spin_j(500) end
+local function middle() return host_call(inner) end
+function sandwich() return host_call(middle) end

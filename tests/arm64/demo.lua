@@ -52,3 +52,17 @@ end
 local function inner() return spin_j(500) end
 local function middle() return host_call(inner) end
 function sandwich() return host_call(middle) end
+
+local t = {}
+local function less(a, b) return a < b end
+local function bad(a, b) error("stop") end
+local function up(c) return c:upper() end
+function lib_callbacks()
+  for i = 1, 200 do t[i] = (i * 7919) % 211 end
+  table.sort(t, less)
+  local s = string.rep("abc", 100):gsub("b", up)
+  assert(not pcall(table.sort, t, bad))
+  assert(not pcall(string.gsub, s, "a", bad))
+end
+
+function deep_recursion() return down_i(300) end

@@ -70,6 +70,8 @@ static const HostWork host_work[] = {
   { "ffi_callback", "ffi_cb" },
   { "hot_loop_trace", "hot" },
   { "c_lua_sandwich", "sandwich" },
+  { "lib_callbacks", "lib_callbacks" },
+  { "deep_recursion", "deep_recursion" },
 };
 #define HOST_NWORK ((int)(sizeof(host_work) / sizeof(host_work[0])))
 
@@ -94,7 +96,7 @@ HOST_NOINLINE static void host_run(lua_State *L, int w, int want)
 }
 
 typedef struct HostStat {
-  int samples, main, lua, stop[FPW_NSTOP];
+  int samples, main, lua, depth, stop[FPW_NSTOP];
   int leafall[FPC_NCLASS], leaf[FPC_NCLASS], last[FPC_NCLASS];
 } HostStat;
 
@@ -111,6 +113,7 @@ static void host_count(const FpwSample *s, HostStat *st)
 {
   int reach = 0;
   st->samples++;
+  st->depth += s->n;
   st->leafall[fpc_class(s->a[0])]++;
   st->stop[s->stop]++;
   for (int i = 0; i < s->n; i++) {
@@ -138,13 +141,14 @@ static void host_report(void)
   int n;
   const FpwSample *s = fpw_samples(&n);
   for (int i = 0; i < n; i++) host_count(&s[i], &st[s[i].phase]);
-  printf("%-22s %7s %7s %6s %6s %6s", "workload", "samples", "main%", "luafr",
-         "fp0", "!rise");
+  printf("%-22s %7s %7s %6s %6s %6s %6s", "workload", "samples", "main%", "depth",
+         "luafr", "fp0", "!rise");
   printf(" %6s %6s %6s\n", "align", "fault", "max");
   for (int w = 0; w < HOST_NWORK; w++) {
     HostStat *t = &st[w];
-    printf("%-22s %7d %6.1f%% %6d %6d %6d %6d %6d %6d\n", host_work[w].name,
-           t->samples, t->samples ? 100.0 * t->main / t->samples : 0.0, t->lua,
+    printf("%-22s %7d %6.1f%% %6.1f %6d %6d %6d %6d %6d %6d\n", host_work[w].name,
+           t->samples, t->samples ? 100.0 * t->main / t->samples : 0.0,
+           t->samples ? (double)t->depth / t->samples : 0.0, t->lua,
            t->stop[FPW_END], t->stop[FPW_NOTRISING], t->stop[FPW_UNALIGNED],
            t->stop[FPW_UNREADABLE], t->stop[FPW_MAXDEPTH]);
   }
@@ -162,8 +166,8 @@ static void host_report(void)
   }
   printf("\n");
   for (int w = 0; w < HOST_NWORK; w++) {
-    printf("fpwalk %s samples=%d main=%d lua=%d", host_work[w].name,
-           st[w].samples, st[w].main, st[w].lua);
+    printf("fpwalk %s samples=%d main=%d lua=%d depth=%d", host_work[w].name,
+           st[w].samples, st[w].main, st[w].lua, st[w].depth);
     for (int i = 0; i < FPW_NSTOP; i++)
       printf(" stop.%s=%d", fpw_tag[i], st[w].stop[i]);
     for (int c = 0; c < FPC_NCLASS; c++)

@@ -31,5 +31,8 @@ int fpc_load_syms(const char *path);
 /* Takes the VM's mcode areas and prototype bytecode ranges. */
 void fpc_load_vm(struct lua_State *L);
 int fpc_class(uintptr_t a);
+/* A name for a: its symbol, "chunk:line" of a prototype's bytecode (the
+** line it is defined at), "[trace]", a library's symbol or "[?]". */
+const char *fpc_name(uintptr_t a);
 
 #endif

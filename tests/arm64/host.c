@@ -4,7 +4,9 @@
 ** the chains carry.
 ** Usage: fpwalk-host SYMS DEMO.lua [SAMPLES_PER_WORKLOAD]
 ** Each workload runs until it has that many samples (default 600).
-** Lines "fpwalk NAME samples=N main=M lua=L ..." are for tests to read. */
+** Lines "fpwalk NAME samples=N main=M lua=L ..." are for tests to read.
+** FPWALK_FOLDED=PATH writes the chains as folded stacks, FPWALK_VERBOSE=1
+** prints those that miss main. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,8 @@
 #include "fpwalk.h"
 #include "fpclass.h"
 
-#define HOST_NOINLINE __attribute__((noinline))
+/* Neither inlined nor cloned: each keeps its own frame and its name. */
+#define HOST_NOINLINE __attribute__((noipa))
 
 /* Pure C recursion: every frame has a record, so every chain must reach
 ** main. The sampler is checked by it. */
@@ -100,6 +103,20 @@ typedef struct HostStat {
   int leafall[FPC_NCLASS], leaf[FPC_NCLASS], last[FPC_NCLASS];
 } HostStat;
 
+/* FPWALK_FOLDED=PATH: every chain as a folded stack, root first, under
+** its workload as "[NAME]". */
+static void host_folded(const char *path, const FpwSample *s, int n)
+{
+  FILE *f = fopen(path, "w");
+  if (!f) { perror(path); exit(1); }
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "[%s]", host_work[s[i].phase].name);
+    for (int j = s[i].n - 1; j >= 0; j--) fprintf(f, ";%s", fpc_name(s[i].a[j]));
+    fprintf(f, " 1\n");
+  }
+  if (fclose(f)) { perror(path); exit(1); }
+}
+
 /* FPWALK_VERBOSE set: each chain not reaching main, addresses and classes. */
 static void host_dump(const FpwSample *s)
 {
@@ -141,6 +158,7 @@ static void host_report(void)
   int n;
   const FpwSample *s = fpw_samples(&n);
   for (int i = 0; i < n; i++) host_count(&s[i], &st[s[i].phase]);
+  if (getenv("FPWALK_FOLDED")) host_folded(getenv("FPWALK_FOLDED"), s, n);
   printf("%-22s %7s %7s %6s %6s %6s %6s", "workload", "samples", "main%", "depth",
          "luafr", "fp0", "!rise");
   printf(" %6s %6s %6s\n", "align", "fault", "max");

@@ -5,7 +5,8 @@ is lower ends the chain "not rising" short of main. The unpatched VM's
 numbers are printed and held as the baseline they are: chains reach main
 (x29 stays a frame pointer through the interpreter and traces) and carry no
 Lua frame. Each workload must land where it claims (the interpreter, a
-trace). Usage: test_baseline.py TARBALL [SAMPLES_PER_WORKLOAD]
+trace). The chains' names (FPWALK_FOLDED) hold the C recursion's 40 frames
+in order under main. Usage: test_baseline.py TARBALL [SAMPLES_PER_WORKLOAD]
 """
 
 import os
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 
+from ljperf.folded import load_folded
 from tests.lib.ljptest import check, fail, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,9 +37,12 @@ def test():
     tarball = sys.argv[1]
     want = int(sys.argv[2]) if len(sys.argv) > 2 else 600
     tmp = tempfile.mkdtemp(prefix="ljp-arm64-")
+    chains = os.path.join(tmp, "chains.folded")
     try:
         p = subprocess.run([os.path.join(HERE, "run"), tarball, tmp, str(want)],
-                           capture_output=True, text=True, timeout=1200)
+                           capture_output=True, text=True, timeout=1200,
+                           env=dict(os.environ, FPWALK_FOLDED=chains))
+        stacks = load_folded(chains) if os.path.exists(chains) else []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(p.stdout)
@@ -52,6 +57,12 @@ def test():
     check(c["main"] == c["samples"] and c["stop.end"] == c["samples"],
           "C recursion: every chain reaches main and ends at fp 0 (%d/%d)"
           % (c["main"], c["samples"]))
+    crec = [f for f, _ in stacks if f[0] == "[c_recursion]"]
+    nested = [f for f in crec if "main" in f and
+              f[f.index("main") + 1:f.index("main") + 42] == ["host_run"] + ["host_crec"] * 40]
+    check(len(crec) == c["samples"] and len(nested) >= 0.95 * len(crec),
+          "C recursion chains name main, host_run and 40 host_crec frames in order (%d/%d)"
+          % (len(nested), len(crec)))
     b = res["c_bad_record"]
     check(b["stop.notrising"] >= 0.9 * b["samples"] and b["main"] <= 0.1 * b["samples"],
           "a lower next fp stops the chain short of main (%d of %d not rising, %d reach main)"

@@ -3,28 +3,25 @@
 local ffi = require("ffi")
 ffi.cdef[[int host_each(int n, int (*cb)(int));]]
 
+-- A leaf loop under a recursion, loaded twice so that the copies are
+-- separate prototypes: jit.off holds one in the interpreter, the JIT
+-- compiles the other.
+local RECURSION = [[
 local function spin(n)
   local x = 0
   for i = 1, n do x = (x * 33 + i) % 1000003 end
   return x
 end
-
-local function down_i(d)
+local function down(d)
   if d == 0 then return spin(300) end
-  return down_i(d - 1) + 1  -- not a tail call: d frames stay on the stack
+  return down(d - 1) + 1  -- not a tail call: d frames stay on the stack
 end
-jit.off(down_i, true)
-jit.off(spin)  -- rec_interp's leaf stays in the interpreter...
-
-local function spin_j(n)  -- ...and rec_jit's gets a trace
-  local x = 0
-  for i = 1, n do x = (x * 33 + i) % 1000003 end
-  return x
-end
-local function down_j(d)
-  if d == 0 then return spin_j(300) end
-  return down_j(d - 1) + 1
-end
+return down, spin
+]]
+local chunk_i = assert(loadstring(RECURSION, "=recursion_interp"))
+jit.off(chunk_i, true)
+local down_i = chunk_i()
+local down_j, spin_j = assert(loadstring(RECURSION, "=recursion_jit"))()
 
 function rec_interp() return down_i(60) end
 function rec_jit() return down_j(60) end

@@ -1,0 +1,65 @@
+-- Workloads for fpwalk-host: each global function is one unit of work,
+-- called repeatedly until its workload has its samples.
+local ffi = require("ffi")
+ffi.cdef[[int host_each(int n, int (*cb)(int));]]
+
+-- A leaf loop under a recursion, loaded twice so that the copies are
+-- separate prototypes: jit.off holds one in the interpreter, the JIT
+-- compiles the other.
+local RECURSION = [[
+local function spin(n)
+  local x = 0
+  for i = 1, n do x = (x * 33 + i) % 1000003 end
+  return x
+end
+local function down(d)
+  if d == 0 then return spin(300) end
+  return down(d - 1) + 1  -- not a tail call: d frames stay on the stack
+end
+return down, spin
+]]
+local chunk_i = assert(loadstring(RECURSION, "=recursion_interp"))
+jit.off(chunk_i, true)
+local down_i = chunk_i()
+local down_j, spin_j = assert(loadstring(RECURSION, "=recursion_jit"))()
+
+function rec_interp() return down_i(60) end
+function rec_jit() return down_j(60) end
+
+local co = coroutine.wrap(function()
+  while true do
+    local x = 0
+    for i = 1, 200 do x = x + i % 7 end
+    coroutine.yield(x)
+  end
+end)
+function coro()
+  for _ = 1, 50 do co() end
+end
+
+local cb = ffi.cast("int (*)(int)", function(i) return spin_j(20) + i end)
+function ffi_cb() return ffi.C.host_each(50, cb) end
+
+function hot()
+  local s = 0
+  for i = 1, 200000 do s = s + math.sqrt(i) * 0.5 end
+  return s
+end
+
+local function inner() return spin_j(500) end
+local function middle() return host_call(inner) end
+function sandwich() return host_call(middle) end
+
+local t = {}
+local function less(a, b) return a < b end
+local function bad(a, b) error("stop") end
+local function up(c) return c:upper() end
+function lib_callbacks()
+  for i = 1, 200 do t[i] = (i * 7919) % 211 end
+  table.sort(t, less)
+  local s = string.rep("abc", 100):gsub("b", up)
+  assert(not pcall(table.sort, t, bad))
+  assert(not pcall(string.gsub, s, "a", bad))
+end
+
+function deep_recursion() return down_i(300) end

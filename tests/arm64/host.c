@@ -1,0 +1,224 @@
+/* fpwalk-host: runs the workloads of demo.lua and host C code under the
+** x29 chain sampler (fpwalk.h) and prints, per workload, how many chains
+** reach main, why the others end and in what code, and how many Lua frames
+** the chains carry.
+** Usage: fpwalk-host SYMS DEMO.lua [SAMPLES_PER_WORKLOAD]
+** Each workload runs until it has that many samples (default 600).
+** Lines "fpwalk NAME samples=N main=M lua=L ..." are for tests to read.
+** FPWALK_FOLDED=PATH writes the chains as folded stacks, FPWALK_VERBOSE=1
+** prints those that miss main. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "lualib.h"
+
+#include "fpwalk.h"
+#include "fpclass.h"
+
+/* Neither inlined nor cloned: each keeps its own frame and its name. */
+#define HOST_NOINLINE __attribute__((noipa))
+
+/* Pure C recursion: every frame has a record, so every chain must reach
+** main. The sampler is checked by it. */
+HOST_NOINLINE static long host_crec(int depth, long x)
+{
+  volatile long acc = x;
+  if (depth > 0) return host_crec(depth - 1, x + 1) + 1;
+  for (int i = 0; i < 20000; i++) acc = acc * 31 + i;
+  return acc;
+}
+
+/* A chain the kernel must stop: x29 points at a record whose next fp is
+** lower, while a loop runs. Every sample here ends "not rising" short of
+** main; the sampler's rules are checked by it. */
+HOST_NOINLINE static void host_badrec(void)
+{
+  uintptr_t rec[2] __attribute__((aligned(16)));
+  rec[0] = (uintptr_t)rec - 64;
+  rec[1] = (uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("mov x9, x29\n\tmov x29, %0\n\tmov x10, #40000\n"
+                   "1:\n\tsubs x10, x10, #1\n\tb.ne 1b\n\tmov x29, x9"
+                   : : "r"(rec) : "x9", "x10", "cc", "memory");
+}
+
+/* Called by demo.lua through the FFI with a callback. */
+HOST_NOINLINE int host_each(int n, int (*cb)(int))
+{
+  int s = 0;
+  for (int i = 0; i < n; i++) s += cb(i);
+  return s;
+}
+
+/* host_call(f, ...): C between Lua frames (a sandwich). */
+static int host_call(lua_State *L)
+{
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+typedef struct HostWork { const char *name; const char *lua; } HostWork;
+
+/* lua NULL: C code of the host (by name in host_run). Others: a global
+** function of demo.lua. */
+static const HostWork host_work[] = {
+  { "c_recursion", NULL },
+  { "c_bad_record", NULL },
+  { "lua_recursion_interp", "rec_interp" },
+  { "lua_recursion_jit", "rec_jit" },
+  { "coroutines", "coro" },
+  { "ffi_callback", "ffi_cb" },
+  { "hot_loop_trace", "hot" },
+  { "c_lua_sandwich", "sandwich" },
+  { "lib_callbacks", "lib_callbacks" },
+  { "deep_recursion", "deep_recursion" },
+};
+#define HOST_NWORK ((int)(sizeof(host_work) / sizeof(host_work[0])))
+
+HOST_NOINLINE static void host_run(lua_State *L, int w, int want)
+{
+  int n0, n;
+  double t0 = (double)clock() / CLOCKS_PER_SEC;
+  fpw_samples(&n0);
+  fpw_phase = w;
+  do {
+    if (!host_work[w].lua) {
+      if (w == 0) host_crec(40, w); else host_badrec();
+    } else {
+      lua_getglobal(L, host_work[w].lua);
+      if (lua_pcall(L, 0, 0, 0)) {
+        fprintf(stderr, "fpwalk-host: %s: %s\n", host_work[w].name, lua_tostring(L, -1));
+        exit(1);
+      }
+    }
+    fpw_samples(&n);
+  } while (n - n0 < want && (double)clock() / CLOCKS_PER_SEC - t0 < 60.0);
+}
+
+typedef struct HostStat {
+  int samples, main, lua, depth, stop[FPW_NSTOP];
+  int leafall[FPC_NCLASS], leaf[FPC_NCLASS], last[FPC_NCLASS];
+} HostStat;
+
+/* FPWALK_FOLDED=PATH: every chain as a folded stack, root first, under
+** its workload as "[NAME]". */
+static void host_folded(const char *path, const FpwSample *s, int n)
+{
+  FILE *f = fopen(path, "w");
+  if (!f) { perror(path); exit(1); }
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "[%s]", host_work[s[i].phase].name);
+    for (int j = s[i].n - 1; j >= 0; j--) fprintf(f, ";%s", fpc_name(s[i].a[j]));
+    fprintf(f, " 1\n");
+  }
+  if (fclose(f)) { perror(path); exit(1); }
+}
+
+/* FPWALK_VERBOSE set: each chain not reaching main, addresses and classes. */
+static void host_dump(const FpwSample *s)
+{
+  printf("chain %s (%s):", host_work[s->phase].name, fpw_stopname[s->stop]);
+  for (int i = 0; i < s->n; i++)
+    printf(" %#lx/%s", (unsigned long)s->a[i], fpc_classname[fpc_class(s->a[i])]);
+  printf("\n");
+}
+
+static void host_count(const FpwSample *s, HostStat *st)
+{
+  int reach = 0;
+  st->samples++;
+  st->depth += s->n;
+  st->leafall[fpc_class(s->a[0])]++;
+  st->stop[s->stop]++;
+  for (int i = 0; i < s->n; i++) {
+    int c = fpc_class(s->a[i]);
+    if (c == FPC_MAIN) reach = 1;
+    if (c == FPC_LUA && i > 0) st->lua++;
+  }
+  if (reach) { st->main++; return; }
+  if (getenv("FPWALK_VERBOSE")) host_dump(s);
+  st->leaf[fpc_class(s->a[0])]++;
+  st->last[fpc_class(s->a[s->n - 1])]++;
+}
+
+static void host_classes(const char *what, const int *cnt)
+{
+  printf("  %-11s", what);
+  for (int c = 0; c < FPC_NCLASS; c++)
+    if (cnt[c]) printf(" %s %d", fpc_classname[c], cnt[c]);
+  printf("\n");
+}
+
+static void host_report(void)
+{
+  static HostStat st[HOST_NWORK];
+  int n;
+  const FpwSample *s = fpw_samples(&n);
+  for (int i = 0; i < n; i++) host_count(&s[i], &st[s[i].phase]);
+  if (getenv("FPWALK_FOLDED")) host_folded(getenv("FPWALK_FOLDED"), s, n);
+  printf("%-22s %7s %7s %6s %6s %6s %6s", "workload", "samples", "main%", "depth",
+         "luafr", "fp0", "!rise");
+  printf(" %6s %6s %6s\n", "align", "fault", "max");
+  for (int w = 0; w < HOST_NWORK; w++) {
+    HostStat *t = &st[w];
+    printf("%-22s %7d %6.1f%% %6.1f %6d %6d %6d %6d %6d %6d\n", host_work[w].name,
+           t->samples, t->samples ? 100.0 * t->main / t->samples : 0.0,
+           t->samples ? (double)t->depth / t->samples : 0.0, t->lua,
+           t->stop[FPW_END], t->stop[FPW_NOTRISING], t->stop[FPW_UNALIGNED],
+           t->stop[FPW_UNREADABLE], t->stop[FPW_MAXDEPTH]);
+  }
+  printf("\nwhere samples land (class of the sampled pc)\n");
+  for (int w = 0; w < HOST_NWORK; w++) {
+    printf("%s\n", host_work[w].name);
+    host_classes("leaf:", st[w].leafall);
+  }
+  printf("\nchains not reaching main: class of the sampled pc (leaf) and of the last address\n");
+  for (int w = 0; w < HOST_NWORK; w++) {
+    if (st[w].main == st[w].samples) continue;
+    printf("%s\n", host_work[w].name);
+    host_classes("leaf:", st[w].leaf);
+    host_classes("ends in:", st[w].last);
+  }
+  printf("\n");
+  for (int w = 0; w < HOST_NWORK; w++) {
+    printf("fpwalk %s samples=%d main=%d lua=%d depth=%d", host_work[w].name,
+           st[w].samples, st[w].main, st[w].lua, st[w].depth);
+    for (int i = 0; i < FPW_NSTOP; i++)
+      printf(" stop.%s=%d", fpw_tag[i], st[w].stop[i]);
+    for (int c = 0; c < FPC_NCLASS; c++)
+      printf(" leaf.%s=%d", fpc_classname[c], st[w].leafall[c]);
+    printf("\n");
+  }
+}
+
+int main(int argc, char **argv)
+{
+  lua_State *L;
+  int want = argc > 3 ? atoi(argv[3]) : 600;
+  if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    printf("usage: fpwalk-host SYMS DEMO.lua [SAMPLES_PER_WORKLOAD]\n");
+    return 0;
+  }
+  if (argc < 3 || want <= 0) {
+    fprintf(stderr, "usage: fpwalk-host SYMS DEMO.lua [SAMPLES_PER_WORKLOAD]\n");
+    return 2;
+  }
+  if (fpc_load_syms(argv[1])) return 1;
+  L = luaL_newstate();
+  luaL_openlibs(L);
+  lua_register(L, "host_call", host_call);
+  if (luaL_dofile(L, argv[2])) {
+    fprintf(stderr, "fpwalk-host: %s\n", lua_tostring(L, -1));
+    return 1;
+  }
+  if (fpw_start(500, HOST_NWORK * want + 64)) { perror("fpwalk-host: sampler"); return 1; }
+  for (int w = 0; w < HOST_NWORK; w++) host_run(L, w, want);
+  fpw_stop();
+  fpc_load_vm(L);
+  host_report();
+  lua_close(L);
+  return 0;
+}

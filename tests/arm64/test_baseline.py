@@ -1,0 +1,84 @@
+"""arm64.baseline: the x29 chain sampler (tests/arm64/run) on the unpatched
+VM under qemu-aarch64. The sampler itself is held to what must hold: every
+chain of a pure C recursion reaches main, and a frame record whose next fp
+is lower ends the chain "not rising" short of main. The unpatched VM's
+numbers are printed and held as the baseline they are: chains reach main
+(x29 stays a frame pointer through the interpreter and traces) and carry no
+Lua frame. Each workload must land where it claims (the interpreter, a
+trace). The chains' names (FPWALK_FOLDED) hold the C recursion's 40 frames
+in order under main. Usage: test_baseline.py TARBALL [SAMPLES_PER_WORKLOAD]
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ljperf.folded import load_folded
+from tests.lib.ljptest import check, fail, main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse(out):
+    """{workload: {field: int}} of the "fpwalk NAME k=v ..." lines."""
+    res = {}
+    for m in re.finditer(r"^fpwalk (\S+) (.*)$", out, re.M):
+        res[m.group(1)] = {k: int(v) for k, v in (f.split("=") for f in m.group(2).split())}
+    return res
+
+
+def test():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return sys.argv[1:2] in (["-h"], ["--help"])
+    tarball = sys.argv[1]
+    want = int(sys.argv[2]) if len(sys.argv) > 2 else 600
+    tmp = tempfile.mkdtemp(prefix="ljp-arm64-")
+    chains = os.path.join(tmp, "chains.folded")
+    try:
+        p = subprocess.run([os.path.join(HERE, "run"), tarball, tmp, str(want)],
+                           capture_output=True, text=True, timeout=1200,
+                           env=dict(os.environ, FPWALK_FOLDED=chains))
+        stacks = load_folded(chains) if os.path.exists(chains) else []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(p.stdout)
+    if p.returncode:
+        fail("tests/arm64/run exited %d: %s" % (p.returncode, p.stderr.strip()))
+    res = parse(p.stdout)
+    for w in ("c_recursion", "c_bad_record", "lua_recursion_interp", "lua_recursion_jit",
+              "coroutines", "ffi_callback", "hot_loop_trace", "c_lua_sandwich",
+              "lib_callbacks", "deep_recursion"):
+        check(w in res and res[w]["samples"] >= want, "%s: %d samples" % (w, want))
+    c = res["c_recursion"]
+    check(c["main"] == c["samples"] and c["stop.end"] == c["samples"],
+          "C recursion: every chain reaches main and ends at fp 0 (%d/%d)"
+          % (c["main"], c["samples"]))
+    crec = [f for f, _ in stacks if f[0] == "[c_recursion]"]
+    nested = [f for f in crec if "main" in f and
+              f[f.index("main") + 1:f.index("main") + 42] == ["host_run"] + ["host_crec"] * 40]
+    check(len(crec) == c["samples"] and len(nested) >= 0.95 * len(crec),
+          "C recursion chains name main, host_run and 40 host_crec frames in order (%d/%d)"
+          % (len(nested), len(crec)))
+    b = res["c_bad_record"]
+    check(b["stop.notrising"] >= 0.9 * b["samples"] and b["main"] <= 0.1 * b["samples"],
+          "a lower next fp stops the chain short of main (%d of %d not rising, %d reach main)"
+          % (b["stop.notrising"], b["samples"], b["main"]))
+    check(res["lua_recursion_interp"]["leaf.interp"] >= 0.8 * want,
+          "interpreted recursion samples in the interpreter (%d)"
+          % res["lua_recursion_interp"]["leaf.interp"])
+    check(res["hot_loop_trace"]["leaf.trace"] >= 0.9 * want,
+          "the hot loop samples in trace code (%d)" % res["hot_loop_trace"]["leaf.trace"])
+    for w, r in res.items():
+        if w in ("c_recursion", "c_bad_record"):
+            continue
+        check(r["lua"] == 0, "%s: no Lua frame in any chain of the unpatched VM" % w)
+        check(r["main"] >= 0.99 * r["samples"],
+              "%s: unpatched chains reach main (%d/%d)" % (w, r["main"], r["samples"]))
+
+
+if __name__ == "__main__":
+    main(test)

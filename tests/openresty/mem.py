@@ -3,7 +3,7 @@
 --nginx MASTER` on build/bin/nginx started WITHOUT LUAJIT_PERF (the remote
 switch turns allocation samples on), 2 workers serving
 tests/openresty/leaky.lua on loopback: /leak (M.handle keeps a ~530-byte
-string per request in a module-level table) and /churn (M.churn allocates
+string per request in a module-level list) and /churn (M.churn allocates
 small tables and strings and keeps none), each under its own wrk (8
 connections; `listen ... reuseport` spreads them over the workers).
 
@@ -82,7 +82,7 @@ def app_lines():
                 handle = i
             elif line.startswith("function M.churn("):
                 churn = i
-            elif "cache[#cache + 1] =" in line:
+            elif "cache = {" in line:
                 stmt = i
     if not (handle and stmt and churn and handle < stmt):
         ljptest.fail("leaky.lua: M.handle, its allocating statement, M.churn not found")

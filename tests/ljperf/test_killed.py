@@ -57,8 +57,10 @@ SIGNALS = (signal.SIGKILL, signal.SIGHUP, signal.SIGTERM)
 GONE_WITHIN = 1.0     # seconds from the signal to no process of ljperf left
 LEASE_BOUND = 5.0     # lease (3 s) + renewal period (1 s) + a poll
 # After / before, per CPU second of the target. A perf left sampling at 999 Hz
-# cost an nginx 25-30% (issue 39); two wrk runs of one server here differ by
-# up to 15-20% (0.81-1.03 seen for the same case in CI).
+# cost an nginx 25-30% (issue 39) for as long as it ran; two wrk runs of one
+# server here differ by up to 15-20% (0.81-1.03 seen for the same case in
+# CI), and a plain target's tenths of a CPU second once by 24% (0.76, CI):
+# a window below the bound is measured again, a lasting slowdown fails both.
 SPEED_KEPT = 0.78
 RECORD_FOR = 1.5      # seconds of recording before the signal
 
@@ -208,6 +210,8 @@ def case_pid(opts, mem=False):
                     "%s: the target is off again after %.2f s" % (
                         sig.name, off[0] - tk if off else float("inf")))
             after = median(rates(rd, off[0] + 0.3))
+            if after < SPEED_KEPT * before:  # a slowdown left behind lasts:
+                after = max(after, median(rates(rd, time.monotonic(), 24)[-12:]))
             print("RATE %s: iterations per CPU second before ljperf %d, after %d"
                   % (sig.name, before, after))
             t.check(p.poll() is None and after >= SPEED_KEPT * before,

@@ -30,7 +30,9 @@
 **   (lj_dispatch_update) and, for a new trace, when it is saved, after it
 **   was described to perf. The thread then runs C code, at an instruction
 **   boundary of any trace it is in, so either form is whole wherever the
-**   trace goes on. Protection goes through lj_mcode_patch (W^X kept).
+**   trace goes on; lj_perf_all, describing traces again (a fork child),
+**   turns them off around it. Protection goes through lj_mcode_patch (W^X
+**   kept).
 ** - rbp points at the slot in trace code while recording, except after a
 **   start inside a trace (the kick, a GC step) until its next RETF or exit:
 **   those samples miss the trace's frames, as before it had any.

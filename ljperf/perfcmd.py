@@ -55,13 +55,7 @@ BURST_MMAP_PAGES = 1024
 
 def may_lock_memory():
     """Root or CAP_IPC_LOCK: perf may map more than perf_event_mlock_kb."""
-    for line in read_text("/proc/self/status").splitlines():
-        if line.startswith("CapEff:"):
-            try:
-                return bool(int(line.split()[1], 16) & (1 << 14))
-            except (IndexError, ValueError):
-                break
-    return os.geteuid() == 0
+    return has_capability(1 << 14)
 
 
 def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False):
@@ -91,16 +85,21 @@ def event_name(perf, outdir, data):
 
 # -- May this user sample? -------------------------------------------------------
 
-def privileged():
-    """Root, or CAP_PERFMON / CAP_SYS_ADMIN: perf_event_paranoid does not apply."""
+def has_capability(bits):
+    """Whether this process's effective capabilities hold one of BITS (root
+    if /proc does not say)."""
     for line in read_text("/proc/self/status").splitlines():
         if line.startswith("CapEff:"):
             try:
-                caps = int(line.split()[1], 16)
+                return bool(int(line.split()[1], 16) & bits)
             except (IndexError, ValueError):
                 break
-            return bool(caps & (1 << 21 | 1 << 38))
     return os.geteuid() == 0
+
+
+def privileged():
+    """Root, or CAP_PERFMON / CAP_SYS_ADMIN: perf_event_paranoid does not apply."""
+    return has_capability(1 << 21 | 1 << 38)
 
 
 def paranoid_value():

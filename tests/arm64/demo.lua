@@ -38,7 +38,8 @@ function coro()
 end
 
 local cb = ffi.cast("int (*)(int)", function(i) return spin_j(20) + i end)
-function ffi_cb() return ffi.C.host_each(50, cb) end
+-- Not tail calls (local r = ...): each caller keeps its Lua frame.
+function ffi_cb() local r = ffi.C.host_each(50, cb) return r end
 
 function hot()
   local s = 0
@@ -46,9 +47,9 @@ function hot()
   return s
 end
 
-local function inner() return spin_j(500) end
-local function middle() return host_call(inner) end
-function sandwich() return host_call(middle) end
+local function inner() local r = spin_j(500) return r end
+local function middle() local r = host_call(inner) return r end
+function sandwich() local r = host_call(middle) return r end
 
 local t = {}
 local function less(a, b) return a < b end
@@ -63,3 +64,14 @@ function lib_callbacks()
 end
 
 function deep_recursion() return down_i(300) end
+
+-- Errors raised 20 Lua frames deep and caught by pcall, then a recursion
+-- in the interpreter: its chains show whether unwinding kept count.
+local function thrower(d)
+  if d == 0 then error("deep") end
+  return thrower(d - 1) + 1
+end
+function lua_errors()
+  for _ = 1, 20 do assert(not pcall(thrower, 20)) end
+  local r = down_i(20) return r
+end

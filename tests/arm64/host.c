@@ -75,6 +75,7 @@ static const HostWork host_work[] = {
   { "c_lua_sandwich", "sandwich" },
   { "lib_callbacks", "lib_callbacks" },
   { "deep_recursion", "deep_recursion" },
+  { "lua_errors", "lua_errors" },
 };
 #define HOST_NWORK ((int)(sizeof(host_work) / sizeof(host_work[0])))
 

@@ -1,0 +1,173 @@
+"""arm64.frames: the x29 chain sampler (tests/arm64/run --patched) on the
+VM with the ljperf series (0008: Lua frame records in a window of the VM
+entry's C frame, cap 32) under qemu-aarch64. Every Lua workload's chains
+must reach main (>= 99.5%), carry their Lua frames in call order up to the
+cap (31 recursion frames and the innermost record past it), keep C <-> Lua
+sandwiches, coroutines and FFI callbacks in order, and count frames right
+after errors caught by pcall. The unpatched VM shows no Lua frame at all
+(arm64.baseline). Usage: test_frames.py TARBALL [SAMPLES_PER_WORKLOAD]
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ljperf.folded import load_folded
+from tests.lib.ljptest import check, fail, main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CAP = 32  # FPWIN_K in vm_patch/src/lj_fpwin.h
+LUA_WORK = ("lua_recursion_interp", "lua_recursion_jit", "coroutines", "ffi_callback",
+            "hot_loop_trace", "c_lua_sandwich", "lib_callbacks", "deep_recursion",
+            "lua_errors")
+
+
+def parse(out):
+    """{workload: {field: int}} of the "fpwalk NAME k=v ..." lines."""
+    res = {}
+    for m in re.finditer(r"^fpwalk (\S+) (.*)$", out, re.M):
+        res[m.group(1)] = {k: int(v) for k, v in (f.split("=") for f in m.group(2).split())}
+    return res
+
+
+def lines_of(demo):
+    """Names the sampler gives demo.lua's functions ("chunk:firstline")."""
+    src = open(demo).read().split("\n")
+    rec0 = next(i for i, s in enumerate(src) if s.startswith("local RECURSION"))
+
+    def at(pattern):
+        return next(i + 1 for i, s in enumerate(src) if re.search(pattern, s))
+    return {
+        "down": "=recursion_interp:%d" % (at(r"local function down\(") - rec0 - 1),
+        "spin": "=recursion_interp:%d" % (at(r"local function spin\(") - rec0 - 1),
+        "sandwich": "demo.lua:%d" % at(r"^function sandwich\("),
+        "middle": "demo.lua:%d" % at(r"local function middle\("),
+        "inner": "demo.lua:%d" % at(r"local function inner\("),
+        "ffi_cb": "demo.lua:%d" % at(r"^function ffi_cb\("),
+        "cb": "demo.lua:%d" % at(r"^local cb = ffi.cast"),
+        "coro": "demo.lua:%d" % at(r"^function coro\("),
+        "co": "demo.lua:%d" % at(r"^local co = coroutine.wrap"),
+        "lib_callbacks": "demo.lua:%d" % at(r"^function lib_callbacks\("),
+        "lua_errors": "demo.lua:%d" % at(r"^function lua_errors\("),
+        "thrower": "demo.lua:%d" % at(r"^local function thrower\("),
+    }
+
+
+def is_lua(frame):
+    return ":" in frame and not frame.startswith("[")
+
+
+def after_pcall(frames):
+    """The chain above the host's lua_pcall (the workload's VM entry)."""
+    return frames[frames.index("lua_pcall") + 1:] if "lua_pcall" in frames else []
+
+
+def share(chains, pred):
+    ok = sum(n for f, n in chains if pred(f))
+    total = sum(n for _, n in chains)
+    return ok, total
+
+
+def test():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return sys.argv[1:2] in (["-h"], ["--help"])
+    tarball = sys.argv[1]
+    want = int(sys.argv[2]) if len(sys.argv) > 2 else 600
+    tmp = tempfile.mkdtemp(prefix="ljp-arm64f-")
+    chains = os.path.join(tmp, "chains.folded")
+    try:
+        p = subprocess.run([os.path.join(HERE, "run"), "--patched", tarball, tmp, str(want)],
+                           capture_output=True, text=True, timeout=1200,
+                           env=dict(os.environ, FPWALK_FOLDED=chains))
+        stacks = load_folded(chains) if os.path.exists(chains) else []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(p.stdout)
+    if p.returncode:
+        fail("tests/arm64/run --patched exited %d: %s" % (p.returncode, p.stderr.strip()))
+    res = parse(p.stdout)
+    name = lines_of(os.path.join(HERE, "demo.lua"))
+    by = {}
+    for f, n in stacks:
+        by.setdefault(f[0][1:-1], []).append((f, n))
+    for w in LUA_WORK:
+        r = res.get(w)
+        check(r is not None and r["samples"] >= want, "%s: %d samples" % (w, want))
+        check(r["main"] >= 0.995 * r["samples"],
+              "%s: chains reach main (%d/%d)" % (w, r["main"], r["samples"]))
+        check(r["lua"] > 0, "%s: Lua frames in the chains (%d)" % (w, r["lua"]))
+
+    def lua_seq(f):
+        return [x for x in after_pcall(f) if is_lua(x)]
+
+    # Recursions deeper than the cap: records 1..31 are the outermost frames
+    # (down), record 32 the innermost pushed (spin when sampled in it); on
+    # the way down and back up fewer frames are active.
+    for w in ("lua_recursion_interp", "deep_recursion"):
+        withlua = [(f, n) for f, n in by[w] if lua_seq(f)]
+
+        def shape(f):
+            s = lua_seq(f)
+            return (len(s) <= CAP and s[:-1] == [name["down"]] * (len(s) - 1) and
+                    s[-1] in (name["down"], name["spin"]))
+        ok, total = share(withlua, shape)
+        check(total >= 0.9 * want and ok >= 0.99 * total,
+              "%s: Lua frames down..down then down or spin, at most %d (%d/%d)"
+              % (w, CAP, ok, total))
+        ok, _ = share(withlua, lambda f: len(lua_seq(f)) == CAP)
+        check(ok >= 0.8 * total, "%s: %d Lua frames (the cap) in most chains (%d/%d)"
+              % (w, CAP, ok, total))
+        ok, _ = share(withlua, lambda f: lua_seq(f)[-1:] == [name["spin"]])
+        check(ok >= 0.5 * total, "%s: the innermost record names spin, the leaf (%d/%d)"
+              % (w, ok, total))
+    # Errors thrown 21 frames deep and caught by pcall, 20 times a call: the
+    # recursion after them has exactly its frames (1 + 21 + spin).
+    rec = [(f, n) for f, n in by["lua_errors"] if name["down"] in f]
+    ok, total = share(rec, lambda f: lua_seq(f) in (
+        [name["lua_errors"]] + [name["down"]] * 21,
+        [name["lua_errors"]] + [name["down"]] * 21 + [name["spin"]]))
+    check(total > 0 and ok >= 0.95 * total,
+          "lua_errors: after caught errors, the recursion's chains are lua_errors, 21 x down"
+          " and spin (%d/%d)" % (ok, total))
+    thr = [(f, n) for f, n in by["lua_errors"] if name["thrower"] in f]
+    ok, total = share(thr, lambda f: lua_seq(f)[0] == name["lua_errors"] and
+                      set(lua_seq(f)[1:]) == {name["thrower"]} and len(lua_seq(f)) <= 22)
+    check(total > 0 and ok >= 0.99 * total,
+          "lua_errors: throwing chains are lua_errors then <= 21 x thrower (%d/%d)" % (ok, total))
+    # C <-> Lua sandwich: Lua, C, Lua, C, Lua in call order.
+    sw = [(f, n) for f, n in by["c_lua_sandwich"] if name["inner"] in f]
+    order = [name["sandwich"], "lj_BC_FUNCC", "host_call", name["middle"], "lj_BC_FUNCC",
+             "host_call", name["inner"]]
+    ok, total = share(sw, lambda f: after_pcall(f)[:len(order)] == order)
+    check(total >= 0.8 * want and ok >= 0.99 * total,
+          "c_lua_sandwich: %s (%d/%d)" % (" < ".join(order), ok, total))
+    # FFI callback: the calling Lua frame, the C host, then the callback.
+    cb = [(f, n) for f, n in by["ffi_callback"] if name["cb"] in f]
+    ok, total = share(cb, lambda f: after_pcall(f)[:1] == [name["ffi_cb"]] and
+                      "host_each" in f and f.index("host_each") < f.index(name["cb"]))
+    check(total >= 0.3 * want and ok >= 0.99 * total,
+          "ffi_callback: ffi_cb < host_each < the callback (%d/%d)" % (ok, total))
+    # Coroutine: the resumer's frame, coroutine.wrap's C, the coroutine's.
+    co = [(f, n) for f, n in by["coroutines"] if name["co"] in f]
+    ok, total = share(co, lambda f: after_pcall(f)[:3] ==
+                      [name["coro"], "lj_ff_coroutine_wrap_aux", name["co"]])
+    check(total >= 0.8 * want and ok >= 0.99 * total,
+          "coroutines: coro < coroutine.wrap < the coroutine (%d/%d)" % (ok, total))
+    # LuaJIT's C entering the VM (sort, gsub), errors through them.
+    lib = [(f, n) for f, n in by["lib_callbacks"] if after_pcall(f)]
+    ok, total = share(lib, lambda f: after_pcall(f)[0] == name["lib_callbacks"])
+    check(total >= 0.9 * want and ok >= 0.99 * total,
+          "lib_callbacks: its own frame first above lua_pcall (%d/%d)" % (ok, total))
+    # Trace code runs with x29 at its start frame's record.
+    tr = [(f, n) for f, n in by["lua_recursion_jit"] if f[-1] == "[trace]"]
+    ok, total = share(tr, lambda f: len(lua_seq(f)) >= 1)
+    check(total > 0 and ok >= 0.95 * total,
+          "lua_recursion_jit: samples in trace code carry a Lua frame (%d/%d)" % (ok, total))
+
+
+if __name__ == "__main__":
+    main(test)

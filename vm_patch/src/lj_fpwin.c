@@ -27,8 +27,11 @@
 */
 void *lj_fpwin_sync(lua_State *L, TValue *base, const BCIns *pc, void *cf)
 {
-  /* Frame slots (base-1), as lj_debug.c walks them. */
-  TValue *f0 = *(TValue **)((char *)cf + FPWIN_OFS_BASE0) - 1;
+  /* Frame slots (base-1), as lj_debug.c walks them. base0 is kept
+  ** relative to the stack, which may have moved since the entry.
+  */
+  TValue *f0 = (TValue *)((char *)tvref(L->stack) +
+			  *(ptrdiff_t *)((char *)cf + FPWIN_OFS_BASE0)) - 1;
   TValue *bot = tvref(L->stack) + LJ_FR2;
   TValue *f;
   uint32_t d = 0, i;

@@ -14,10 +14,14 @@
 **   sp+48   FPR and GPR saves (stock offsets)
 **   sp+192  the window: record FPWIN_K (lowest) ... record 1 (highest)
 **   sp+704  the entry record {fp, lr}: "record 0"
-**   sp+720  the entry's first Lua frame base (where depth counting stops)
+**   sp+720  the entry's first Lua frame base (where depth counting stops),
+**           in bytes from the Lua stack's start (the stack may move)
 ** Record d is the d-th Lua frame of this entry, {next, PC} with next =
 ** record d-1, the address 16 higher: every link of the chain rises.
-** Frames deeper than FPWIN_K share record FPWIN_K.
+** Frames deeper than FPWIN_K share record FPWIN_K. fp is always computed
+** from the depth, never loaded from a record, and the depth never drops
+** below 0, so a wrong count gives wrong chains, never a bad fp or a
+** clobbered entry record.
 */
 #define FPWIN_K			32
 #define FPWIN_OFS_DEPTH		44

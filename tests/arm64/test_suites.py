@@ -1,0 +1,147 @@
+"""arm64.suites: under qemu-aarch64, LuaJIT with the ljperf series against
+the control (the same tarball unpatched), both cross-built for aarch64.
+The torture suite (tests/torture): every program with the JIT on and with
+-joff, and the C host (lua_call/pcall/cpcall, resume/yield, errors at
+every level, panic), identical in exit status, stdout and stderr
+(tests/torture/compare.py). With --lj-tests TARBALL (tarantool/luajit's,
+holding test/LuaJIT-tests): LuaJIT's own suite, +slow +ffi +bit +jit, JIT
+on and -joff, every test the same result on both
+(tests/luajit_suite/run.py), its libctest cross-built; lang/catch_cpp.lua
+and catch_wrap.lua are left out (their libcpptest needs an aarch64 C++
+compiler). On arm64 the series' frame records are always on (0008 has no
+run-time switch), so the patched runs record frames.
+Usage: test_suites.py TARBALL [--lj-tests TARBALL] [PROG ...]
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+from tests.lib.ljptest import check, fail, main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORTURE = os.path.join(HERE, "..", "torture")
+SYSROOT = "/usr/aarch64-linux-gnu"
+CC = "aarch64-linux-gnu-gcc"
+# As tests/torture/CMakeLists.txt: the control's exit status where not 0,
+# and uncaught_error's traceback names C functions by address.
+STATUS = {"exit_nested": 3, "exit_false_close": 1, "uncaught_error": 1}
+MASK = {"uncaught_error"}
+
+
+def wrapper(path, program, argv0, *args):
+    """A script running program under qemu with argv[0] set to argv0."""
+    with open(path, "w") as f:
+        f.write('#!/bin/sh\nexec qemu-aarch64 -L %s -0 %s %s %s"$@"\n'
+                % (SYSROOT, argv0, program, "".join(a + " " for a in args)))
+    os.chmod(path, 0o755)
+    return path
+
+
+def build(tmp, variant):
+    """Cross-builds LuaJIT (variant: control or patched) and the torture host."""
+    out = os.path.join(tmp, variant)
+    cmd = [os.path.join(HERE, "build-luajit")] + (["--patched"] if variant == "patched" else [])
+    p = subprocess.run(cmd + [sys.argv[1], out], capture_output=True, text=True)
+    if p.returncode:
+        fail("build-luajit %s: %s" % (variant, p.stderr.strip()))
+    src = os.path.join(out, "luajit", "src")
+    host = os.path.join(tmp, "torture_host." + variant)
+    subprocess.run([CC, "-O2", "-g", "-fno-omit-frame-pointer", "-I" + src, "-o", host,
+                    os.path.join(TORTURE, "host.c"), os.path.join(src, "libluajit.a"),
+                    "-lm", "-ldl"], check=True)
+    return src, host
+
+
+def lj_tests(tmp, tarball, src_p, src_b):
+    """LuaJIT-tests from tarball, patched against control, JIT on and -joff."""
+    with tarfile.open(tarball) as t:
+        members = [m for m in t.getmembers() if "/test/LuaJIT-tests/" in m.name]
+        t.extractall(os.path.join(tmp, "ljt"), members)
+    suite = next(os.path.join(d, "test", "LuaJIT-tests")
+                 for d in (os.path.join(tmp, "ljt", x) for x in os.listdir(os.path.join(tmp, "ljt"))))
+    index = os.path.join(suite, "lang", "index")
+    lines = open(index).read().split("\n")
+    with open(index, "w") as f:
+        f.write("\n".join(x for x in lines if not x.startswith(("catch_cpp.lua", "catch_wrap.lua"))))
+    libs = os.path.join(tmp, "ljlibs")
+    os.mkdir(libs)
+    subprocess.run([CC, "-O2", "-shared", "-fPIC", "-I" + src_b, "-o",
+                    os.path.join(libs, "libctest.so"), os.path.join(suite, "src", "libctest.c")],
+                   check=True)
+    for mode in ("jit", "joff"):
+        flag = ("-joff",) if mode == "joff" else ()
+        a = wrapper(os.path.join(tmp, "ljt-p-" + mode), os.path.join(src_p, "luajit"), "luajit", *flag)
+        b = wrapper(os.path.join(tmp, "ljt-b-" + mode), os.path.join(src_b, "luajit"), "luajit", *flag)
+        p = subprocess.run([sys.executable, "-m", "tests.luajit_suite.run",
+                            "--env-both", "LUA_CPATH=%s/?.so" % libs,
+                            "--env-both", "LD_LIBRARY_PATH=" + libs, os.path.join(suite, "test.lua"),
+                            a, b, "--", "+slow", "+ffi", "+bit", "+jit"],
+                           capture_output=True, text=True, timeout=1800)
+        out = (p.stdout + p.stderr).strip()
+        print(out)
+        last = out.split("\n")[-1] if out else ""
+        check(p.returncode == 0 and " pass" in last,
+              "LuaJIT-tests %s: every test the same result on patched and control (%s)"
+              % (mode, last))
+
+
+def compare(patched, base, args, env=(), status=0, mask=False):
+    cmd = [sys.executable, os.path.join(TORTURE, "compare.py"), "--patched", patched,
+           "--base", base, "--cwd", TORTURE, "--expect-status", str(status),
+           "--require-output", "--timeout", "600"]
+    for e in env:
+        cmd += ["--env", e]
+    if mask:
+        cmd.append("--mask-c-addresses")
+    p = subprocess.run(cmd + ["--"] + args, capture_output=True, text=True)
+    return p.returncode, (p.stdout + p.stderr).strip()
+
+
+def test():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return sys.argv[1:2] in (["-h"], ["--help"])
+    only = sys.argv[2:]
+    ljt = None
+    if only[:1] == ["--lj-tests"]:
+        ljt, only = only[1], only[2:]
+    tmp = tempfile.mkdtemp(prefix="ljp-arm64s-")
+    try:
+        src_p, host_p = build(tmp, "patched")
+        src_b, host_b = build(tmp, "control")
+        lj_p = wrapper(os.path.join(tmp, "luajit.patched"), os.path.join(src_p, "luajit"), "luajit")
+        lj_b = wrapper(os.path.join(tmp, "luajit.control"), os.path.join(src_b, "luajit"), "luajit")
+        host_p = wrapper(os.path.join(tmp, "host.patched"), host_p, "torture_host")
+        host_b = wrapper(os.path.join(tmp, "host.control"), host_b, "torture_host")
+        ffilib = os.path.join(tmp, "libljtorture_ffi.so")
+        subprocess.run([CC, "-O2", "-fno-omit-frame-pointer", "-Wall", "-shared", "-fPIC",
+                        "-o", ffilib, os.path.join(TORTURE, "ffilib.c")], check=True)
+        progs = sorted(f[:-4] for f in os.listdir(os.path.join(TORTURE, "progs"))
+                       if f.endswith(".lua") and not f.startswith("_"))
+        if only:
+            progs = [p for p in progs if p in only]
+        check(len(progs) > 0, "%d torture programs" % len(progs))
+        for prog in progs:
+            for mode in ("jit", "joff"):
+                args = (["-joff"] if mode == "joff" else []) + ["progs/%s.lua" % prog]
+                rc, out = compare(lj_p, lj_b, args, ["TORTURE_FFILIB=" + ffilib],
+                                  STATUS.get(prog, 0), prog in MASK)
+                check(rc == 0, "torture %s.%s: patched = control under qemu%s"
+                      % (prog, mode, "" if rc == 0 else "\n" + out[-3000:]))
+        if not only:
+            for what, status in (("all", 0), ("panic", 7)):
+                rc, out = compare(host_p, host_b, [what], status=status)
+                check(rc == 0, "torture host %s: patched = control under qemu%s"
+                      % (what, "" if rc == 0 else "\n" + out[-3000:]))
+        if ljt:
+            lj_tests(tmp, ljt, src_p, src_b)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(test)

@@ -10,27 +10,16 @@ after errors caught by pcall. The unpatched VM shows no Lua frame at all
 
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
-from ljperf.folded import load_folded
-from tests.lib.ljptest import check, fail, main
+from tests.arm64.sampler import sample
+from tests.lib.ljptest import check, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAP = 32  # FPWIN_K in vm_patch/src/lj_fpwin.h
 LUA_WORK = ("lua_recursion_interp", "lua_recursion_jit", "coroutines", "ffi_callback",
             "hot_loop_trace", "c_lua_sandwich", "lib_callbacks", "deep_recursion",
             "lua_errors")
-
-
-def parse(out):
-    """{workload: {field: int}} of the "fpwalk NAME k=v ..." lines."""
-    res = {}
-    for m in re.finditer(r"^fpwalk (\S+) (.*)$", out, re.M):
-        res[m.group(1)] = {k: int(v) for k, v in (f.split("=") for f in m.group(2).split())}
-    return res
 
 
 def lines_of(demo):
@@ -77,19 +66,7 @@ def test():
         return sys.argv[1:2] in (["-h"], ["--help"])
     tarball = sys.argv[1]
     want = int(sys.argv[2]) if len(sys.argv) > 2 else 600
-    tmp = tempfile.mkdtemp(prefix="ljp-arm64f-")
-    chains = os.path.join(tmp, "chains.folded")
-    try:
-        p = subprocess.run([os.path.join(HERE, "run"), "--patched", tarball, tmp, str(want)],
-                           capture_output=True, text=True, timeout=1200,
-                           env=dict(os.environ, FPWALK_FOLDED=chains))
-        stacks = load_folded(chains) if os.path.exists(chains) else []
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(p.stdout)
-    if p.returncode:
-        fail("tests/arm64/run --patched exited %d: %s" % (p.returncode, p.stderr.strip()))
-    res = parse(p.stdout)
+    res, stacks = sample(tarball, want, patched=True)
     name = lines_of(os.path.join(HERE, "demo.lua"))
     by = {}
     for f, n in stacks:

@@ -5,9 +5,10 @@ sample under qemu, so its arm64 run is a user's on real hardware):
   on_hardware.py units    its checks on hand-written folded stacks (arm64
                           host frames below main pass; out of order, no
                           main, an unnamed trace fail); its refusal to build
-                          on x86-64 (one line, exit 1); --dry-run prints the
-                          arm64 commands (--user-regs=x21, leaf frame
-                          records) and runs nothing
+                          on x86-64 (one line, exit 1); bad arguments (one
+                          line, exit 2); --dry-run prints the arm64 commands
+                          (--user-regs=x21, leaf frame records) and runs
+                          nothing
   on_hardware.py record   the whole script on this machine's build
                           (--build: real perf record of the demo, perf
                           inject, lj_merge, its checks): every check PASS
@@ -104,6 +105,12 @@ class Units(unittest.TestCase):
         self.assertIn("-mno-omit-leaf-frame-pointer", " ".join(lines))
         self.assertTrue(any(" inject --jit " in ln for ln in lines))
         self.assertTrue(any("lj_merge.py" in ln for ln in lines))
+
+    def test_bad_arguments(self):
+        for args in (("--seconds", "0"), ("--jobs", "x"), ("--bogus",)):
+            r = self.run_script(*args)
+            self.assertEqual((r.returncode, r.stdout, r.stderr.count("\n")), (2, "", 1),
+                             (args, r.stderr))
 
     def test_help(self):
         r = self.run_script("--help")

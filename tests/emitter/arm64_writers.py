@@ -18,7 +18,11 @@ jitdump read by this host's perf inject --jit (ctest emitter.arm64,
 4. perf inject --jit reads it: one jitted-PID-N.so per load, and check_elf
    (libelf/libdw) finds in each the load's name, bytes and lines. perf 6.1
    does not look at the header's e_machine: the .so files get the machine
-   perf was built for (printed, not asserted: on an arm64 host, its own).
+   perf was built for (printed, not asserted: on an arm64 host, its own);
+5. the writers' behaviour suite (emit_behaviour.c, every test its usage
+   lists: files, symlinks, full and read-only disks, fork, threads, salt,
+   allocation failures, record layout), cross-built and run under qemu:
+   each passes, as ctest's emitter.* do on this host.
 
 Environment: LJP_EMIT_DIR (the writers' sources), LJP_GEN_DUMP (gen_dump
 built for this host), LJP_CHECK_ELF, LJP_JITDUMP_PY (optional). Missing
@@ -100,6 +104,29 @@ def check_dump(path, pid):
     return loads
 
 
+def behaviour(tmp):
+    """Step 5: the names of the tests emit_behaviour has, each run."""
+    prog = os.path.join(tmp, "emit_behaviour-aarch64")
+    srcs = [os.path.join(EMIT_DIR, f) for f in ("emit.c", "perfmap.c", "jitdump.c", "inline.c")]
+    run([CC, "-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-pthread", "-I", EMIT_DIR,
+         "-I", HERE, '-DJITDUMP_PY="%s"' % jitdump.__file__,
+         '-DPYTHON_EXE="%s"' % sys.executable, "-o", prog] + srcs +
+        [os.path.join(HERE, "emit_behaviour.c"),
+         "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc"])
+    usage = subprocess.run(QEMU + [prog], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True).stderr
+    names = usage.partition("(")[2].partition(")")[0].split()
+    check(len(names) >= 10, "emit_behaviour listed no tests: %r" % usage)
+    failed = []
+    for name in names:
+        p = subprocess.run(QEMU + [prog, name], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, errors="replace", timeout=120)
+        if p.returncode != 0 or "ok %s" % name not in p.stdout:
+            failed.append("%s (exit %d): %s" % (name, p.returncode, p.stdout.strip()[-600:]))
+    check(not failed, "emit_behaviour under qemu-aarch64:\n" + "\n".join(failed))
+    print("emit_behaviour under qemu-aarch64: %d tests pass (%s)" % (len(names), " ".join(names)))
+
+
 def test(tmp):
     for tool in (CC, QEMU[0], "perf"):
         check(shutil.which(tool), "%s not found (Debian: gcc-aarch64-linux-gnu, qemu-user, "
@@ -153,6 +180,7 @@ def test(tmp):
           "perf inject's MMAP2 events name %s" % sorted(seen))
     print("perf inject --jit: %d jitted .so files (e_machine %d: perf's own build's), "
           "their MMAP2 events in perf.jit.data" % (len(sos), e_machine(os.path.join(out, sos[0]))))
+    behaviour(tmp)
 
 
 def main():

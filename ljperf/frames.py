@@ -52,8 +52,9 @@ _VM_HELPERS = frozenset((
 # __call metamethod (ffi.meta___call) goes with lj_ccall_func right above it.
 _FFI_PLUMBING = frozenset(("lj_ccall_func", "lj_ccallback_enter",
                            "lj_ccallback_leave"))
-# VM frames where the PC register (R13, x21) is not the interpreter's bytecode PC:
-# entries from C, the FFI (C code runs above them) and trace exits.
+# VM frames where the PC register (R13, x21) is not the interpreter's
+# bytecode PC: entries from C, the FFI (C code runs above them) and trace
+# exits.
 _NOT_PC = frozenset(("lj_vm_ffi_call", "lj_vm_ffi_callback", "lj_vm_pcall",
                     "lj_vm_cpcall", "lj_vm_call", "lj_vm_resume",
                     "lj_vm_exit_handler"))

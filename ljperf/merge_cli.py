@@ -28,7 +28,7 @@ perf script fields (-F) and what each enables
   uregs           with R13 recorded (`--user-regs=r13`; x21 on aarch64),
                   for --lines and pprof: the exact line running in the
                   innermost Lua function when the sample hit the interpreter
-                  (R13, x21 is the VM's bytecode PC; BX in recordings of
+                  (R13, x21: the VM's bytecode PC; BX in recordings of
                   ljperf before 2026-11), else the function's frame record
                   only tells its first line.
   --show-task-events (not a field): fork, thread and exec events. A forked

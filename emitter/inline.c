@@ -4,8 +4,8 @@
 ** file, because perf inject warns once per record of a type it does not
 ** know (perf 6.1: "next_entry: unknown record type").
 **
-** Format (binary, little-endian as the x86-64 VM writes it; lj_merge's
-** ljperf/inline.py reads it; no formatting on the per-trace path):
+** Format (binary, little-endian as the x86-64 and arm64 VMs write it;
+** lj_merge's ljperf/inline.py reads it; no formatting on the per-trace path):
 **   "ljperf-inline 2\n"                        16 bytes, once, at the top
 **   per trace, one record of
 **     u64 INDEX ADDR SIZE; u32 NNODE NRANGE TRACENO ROOT LINK LINKNODE
@@ -44,7 +44,10 @@ typedef struct LJPInlHead {
   uint32_t nnode, nrange, traceno, root, link, linknode;
 } LJPInlHead;
 
-/* The sizes the format says: the structs are written as they are. */
+/* The sizes and byte order the format says: the structs are written as
+** they are. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "jit-PID.dump.inline is little-endian: a big-endian target needs swaps");
 typedef char ljp_inl_sizes[sizeof(LJPInlHead) == 48 && sizeof(LJPInlNode) == 16 &&
 			   sizeof(LJPInlRange) == 8 ? 1 : -1];
 

@@ -30,14 +30,16 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+/* The header's ELF machine is the target's (the only field of the format
+** that names one). perf inject 6.1 does not check it: its jitted-*.so files
+** get the machine perf was built for. Readers of the dump tell the code
+** bytes' instruction set by it. */
 #if defined(__x86_64__)
 #define LJP_JD_ELF_MACH EM_X86_64
 #elif defined(__aarch64__)
 #define LJP_JD_ELF_MACH EM_AARCH64
-#elif defined(__i386__)
-#define LJP_JD_ELF_MACH EM_386
 #else
-#define LJP_JD_ELF_MACH EM_NONE
+#error "ljperf's jitdump writer knows x86-64 and aarch64 only: add the target's EM_* here"
 #endif
 
 static struct {

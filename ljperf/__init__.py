@@ -32,8 +32,9 @@ Standard library only. Nothing in here edits sys.path. No import cycles
 (.ci/import_cycles.py checks it in CI). The package is found
 because its parent directory, the source root, is on sys.path: the entry
 scripts (perf-script/lj_merge.py, perf-script/pprof.py,
-tools/ljperf/ljperf.py, examples/openresty/serve.py) put it there in their
-first lines, the one place that does; CTest gives every test
+tools/ljperf/ljperf.py, examples/openresty/serve.py,
+tests/arm64/on-hardware) put it there in their first lines, the one place
+that does; CTest gives every test
 PYTHONPATH=<source root> (ljperf_test_env in CMakeLists.txt); by hand, run
 from the source root with `python3 -m tests.x.y` / `python3 -m bench.x`, or
 set PYTHONPATH to it.

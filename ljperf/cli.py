@@ -8,8 +8,9 @@
              (BEFORE, AFTER: DIRs, or folded files such as DIR/alloc.folded)
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
-ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=r13),
-then `perf inject --jit`, `perf script` and lj_merge, and writes into DIR:
+ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=r13;
+x21 on aarch64, where -p, --nginx and --mem are not there yet), then `perf
+inject --jit`, `perf script` and lj_merge, and writes into DIR:
 
   flamegraph.html   interactive flame graph, one self-contained file
   profile.folded    folded stacks (flamegraph.pl, speedscope, inferno ...)
@@ -54,7 +55,7 @@ import os
 import shutil
 import sys
 
-from ljperf import diff, record
+from ljperf import diff, record, vmregs
 from ljperf.attach import attach_pids
 from ljperf.children import Ended, ending_signals
 from ljperf.messages import PROG, Fail, say
@@ -125,8 +126,25 @@ def record_args(opts):
     return cmd
 
 
+def check_arch(opts, host=None):
+    """What ljperf records on this machine (HOST: (machine, vmregs.Arch or
+    None), default this one's): one line and exit status 2 for the rest."""
+    machine, arch = host or vmregs.host_arch()
+    if arch is None:
+        raise Fail("ljperf records on %s only, not on %s (lj_merge and `ljperf report` "
+                   "read a recording anywhere)" % (" and ".join(vmregs.ARCHES), machine), 2)
+    if (opts.attach is not None or opts.nginx is not None) and not arch.attach:
+        raise Fail("-p/--nginx: attaching to a running process is x86-64 only for now "
+                   "(its kick moves threads by x86-64 registers): on %s, start the program "
+                   "with ljperf record -- CMD" % machine, 2)
+    if opts.mem and not arch.mem:
+        raise Fail("--mem: allocation samples are x86-64 only for now (the VM's traps "
+                   "carry x86-64 registers): on %s, record without --mem" % machine, 2)
+
+
 def cmd_record(opts):
     cmd = record_args(opts)
+    check_arch(opts)
     perf = need_perf()
     event = opts.event or (WALL_EVENT if opts.wall else DEFAULT_EVENT)
     check_access(perf, event)

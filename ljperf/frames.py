@@ -7,13 +7,16 @@ import os
 import re
 
 from ljperf.perfscript import parse_reg, split_frame
-from ljperf.vmregs import PC_REG, PC_REG_BEFORE
+from ljperf.vmregs import PC_NAMES
 
 
 def interp_pc(regs):
-    """The interpreter's PC in a -F uregs line (R13, else BX), or None."""
-    pc = parse_reg(regs, PC_REG)
-    return pc if pc is not None else parse_reg(regs, PC_REG_BEFORE)
+    """The interpreter's PC in a -F uregs line (R13, x21 or BX), or None."""
+    for name in PC_NAMES:
+        pc = parse_reg(regs, name)
+        if pc is not None:
+            return pc
+    return None
 
 # perf inject --jit writes one ELF per CODE_LOAD: jitted-PID-INDEX.so. Its
 # .text starts at this file offset (perf's genelf GEN_ELF_TEXT_OFFSET:
@@ -49,8 +52,9 @@ _VM_HELPERS = frozenset((
 # __call metamethod (ffi.meta___call) goes with lj_ccall_func right above it.
 _FFI_PLUMBING = frozenset(("lj_ccall_func", "lj_ccallback_enter",
                            "lj_ccallback_leave"))
-# VM frames where the PC register (R13) is not the interpreter's bytecode PC:
-# entries from C, the FFI (C code runs above them) and trace exits.
+# VM frames where the PC register (R13, x21) is not the interpreter's
+# bytecode PC: entries from C, the FFI (C code runs above them) and trace
+# exits.
 _NOT_PC = frozenset(("lj_vm_ffi_call", "lj_vm_ffi_callback", "lj_vm_pcall",
                     "lj_vm_cpcall", "lj_vm_call", "lj_vm_resume",
                     "lj_vm_exit_handler"))

@@ -2,6 +2,7 @@
 frames of a ljperf-patched LuaJIT spliced into the host (C) stacks.
 
   perf record -k mono -g --call-graph fp --user-regs=r13 luajit app.lua
+                                                  # aarch64: --user-regs=x21
   perf inject --jit -i perf.data -o perf.jit.data        # optional
   perf script -i perf.jit.data | lj_merge > out.folded
   flamegraph.pl out.folded > out.svg
@@ -24,12 +25,12 @@ perf script fields (-F) and what each enables
                   the callchain (needs `perf record -g`). symoff is used to
                   place Lua frames inside their function for their lines
                   (--lines, pprof).
-  uregs           with R13 recorded (`--user-regs=r13`), for --lines and
-                  pprof: the exact line running in the innermost Lua
-                  function when the sample hit the interpreter (R13 is the
-                  VM's bytecode PC; BX in recordings of ljperf before
-                  2026-11), else the function's frame record only tells its
-                  first line.
+  uregs           with R13 recorded (`--user-regs=r13`; x21 on aarch64),
+                  for --lines and pprof: the exact line running in the
+                  innermost Lua function when the sample hit the interpreter
+                  (R13, x21: the VM's bytecode PC; BX in recordings of
+                  ljperf before 2026-11), else the function's frame record
+                  only tells its first line.
   --show-task-events (not a field): fork, thread and exec events. A forked
                   child that loads no code of its own writes no jit-PID.dump:
                   with these events its frames are named from its parent's

@@ -5,7 +5,7 @@ Every perf command ljperf (and pprof's converter) runs keeps its build-id
 cache in the output directory, never in ~/.debug: perf_argv() builds the
 `perf --buildid-dir DIR/.debug SUBCOMMAND ...` prefix, the one place that
 says so. record_argv() adds what the ljperf-patched LuaJIT needs (-k mono
-for perf inject --jit, frame-pointer call graphs, the PC register)."""
+for perf inject --jit, frame-pointer call graphs, the machine's PC register)."""
 
 import functools
 import os
@@ -58,13 +58,15 @@ def may_lock_memory():
     return has_capability(1 << 14)
 
 
-def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False):
+def record_argv(perf, outdir, data, event, freq, mem=False, off_cpu=False, arch=None):
     """perf record of EVENT at FREQ Hz into DATA, as ljperf records, and
     with MEM the allocation samples too, with OFF_CPU the context switches
-    and the switch records: the target (-- CMD, or -p PIDS) follows."""
+    and the switch records: the target (-- CMD, or -p PIDS) follows. ARCH:
+    the vmregs.Arch recorded on (default: this machine's, else x86-64's)."""
+    arch = arch or vmregs.host_arch()[1] or vmregs.ARCHES["x86_64"]
     events = ["-e", event] + (["-e", vmregs.EVENT] if mem else []) + \
         (["-e", offcpu.EVENT, "--switch-events"] if off_cpu else [])
-    regs = vmregs.PC_USER_REGS + ("," + vmregs.USER_REGS if mem else "")
+    regs = arch.pc_user_regs + ("," + vmregs.USER_REGS if mem else "")
     burst = ["-m", str(BURST_MMAP_PAGES)] if (mem or off_cpu) and may_lock_memory() else []
     return (perf_argv(perf, outdir, "record", "-q") + list(no_bpf_event(perf)) +
             events + burst + ["-k", "mono", "-g", "--call-graph", "fp",

@@ -1,13 +1,21 @@
 """The patched VM's register contract with perf: which registers perf
 records (perf record --user-regs=) and what the VM puts in them. A leaf:
-it imports nothing, so every module may import it (perf's command lines,
-the frame vocabulary, the memory traps).
+it imports nothing of ljperf, so every module may import it (perf's
+command lines, the frame vocabulary, the memory traps).
 
-The PC (vm_patch 0001: rbx holds RB, rbp is the frame pointer): R13 holds
-the interpreter's bytecode PC; recordings of ljperf's VMs before 2026-11
-have it in BX.
+The PC, per architecture (os.uname().machine; docs/arm64.md): on x86-64
+(vm_patch 0001: rbx holds RB, rbp is the frame pointer) R13 holds the
+interpreter's bytecode PC, in recordings of ljperf's VMs before 2026-11 BX;
+on aarch64 x21 (LuaJIT's own PC register). perf script prints registers
+under the names of the architecture that recorded (x86's upper case, arm64's
+lower case), whatever machine runs it: a reader looks for every name of
+PC_NAMES, and a line holds one architecture's names only.
 
-An allocation trap (vm_patch/src/lj_perfmem.c; docs/memory.md): a sampled
+What ljperf record does per architecture (ARCHES): the allocation traps
+below and the kick (ljperf/kick.py: ptrace with x86-64's user_regs_struct,
+which ljperf record -p and --nginx rely on) are x86-64 only.
+
+An allocation trap (x86-64; vm_patch/src/lj_perfmem.c; docs/memory.md): a sampled
 allocation writes one byte to a page the VM dropped; perf records the page
 fault (EVENT) with the faulting instruction's registers:
 
@@ -25,9 +33,27 @@ PHASE counts GC cycle boundaries: 2N-1 while the Nth cycle runs, 2N once
 it completed; LASTEND is the PHASE of the latest completion (0: none).
 """
 
-PC_REG = "R13"                 # as perf script prints it (-F uregs)
-PC_REG_BEFORE = "BX"
-PC_USER_REGS = "r13"           # as perf record --user-regs= takes it
+import collections
+import os
+
+# pc_user_regs: as perf record --user-regs= takes it; pc_reg: as perf
+# script prints it (-F uregs); mem: --mem's traps; attach: -p and --nginx.
+Arch = collections.namedtuple("Arch", "pc_user_regs pc_reg mem attach")
+ARCHES = {
+    "x86_64": Arch("r13", "R13", True, True),
+    "aarch64": Arch("x21", "x21", False, False),
+}
+PC_NAMES = ("R13", "x21", "BX")  # every name of the PC in perf script text
+
+PC_REG = ARCHES["x86_64"].pc_reg        # x86-64's, which the traps carry
+PC_USER_REGS = ARCHES["x86_64"].pc_user_regs
+
+
+def host_arch():
+    """(machine, its Arch or None) of the machine ljperf runs on."""
+    m = os.uname().machine
+    return m, ARCHES.get(m)
+
 
 MAGIC = 0x4c4a4d454d           # "LJMEM", CX bits 16..55
 T_ALLOC = 1

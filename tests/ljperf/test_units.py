@@ -3,11 +3,11 @@ folded and kinds loading and the renderer's tree (ljperf.render), the
 argument checks of `ljperf record` (ljperf.cli, ljperf.attach), the perf
 and lj_merge command lines (ljperf.perfcmd, ljperf.finish), the off-CPU
 weighing (lj_merge --off-cpu) and the blocked time without a Lua frame
-(ljperf.offcpu_pages).
+(ljperf.offcpu_pages), the register contract on aarch64 (ljperf.vmregs).
 
   test_units.py [-v] [GROUP...]   GROUP: FoldedLoading TreeBuilding
                                   ArgumentChecks PerfCommands OffCpuWeighing
-                                  OffCpuWithoutLua
+                                  OffCpuWithoutLua Arm64
 
 Needs PYTHONPATH=<source root> (CTest sets it).
 """
@@ -21,9 +21,10 @@ import unittest
 
 import contextlib
 import io
+from unittest import mock
 
-from ljperf import (attach, cli, finish, folded, merge_cli, offcpu_pages, perfcmd, perfscript,
-                    render)
+from ljperf import (attach, cli, finish, folded, frames, merge_cli, offcpu_pages, perfcmd,
+                    perfscript, render, vmregs)
 from ljperf.messages import Fail
 
 NO_PERF = "/nonexistent/perf"     # perfcmd.no_bpf_event(NO_PERF) is ()
@@ -362,6 +363,61 @@ class OffCpuWithoutLua(TmpDir):
         self.assertIn("os.execute", self.said(10, 100)[0])
         self.assertEqual(self.said(9, 100), [])
         self.assertEqual(self.said(0, 0), [])
+
+
+class Arm64(unittest.TestCase):
+    """The register contract per architecture (ljperf.vmregs): perf's command
+    line and what ljperf record refuses on aarch64; the PC read from perf
+    script's register line in every architecture's names."""
+    AARCH64 = ("aarch64", vmregs.ARCHES["aarch64"])
+
+    def refused(self, host, *argv):
+        opts = cli.make_parser().parse_args(list(argv))
+        with self.assertRaises(Fail) as cm:
+            cli.check_arch(opts, host)
+        self.assertEqual(cm.exception.code, 2)
+        self.assertNotIn("\n", str(cm.exception))
+        return str(cm.exception)
+
+    def test_pc_register_recorded(self):
+        argv = perfcmd.record_argv(NO_PERF, "/o", "/o/perf.data", "cycles:u", 999,
+                                   arch=vmregs.ARCHES["aarch64"])
+        self.assertIn("--user-regs=x21", argv)
+        self.assertNotIn("--user-regs=r13", argv)
+
+    def test_what_aarch64_refuses(self):
+        self.assertIn("x86-64 only", self.refused(self.AARCH64, "record", "-p", "12"))
+        self.assertIn("x86-64 only", self.refused(self.AARCH64, "record", "--nginx", "7"))
+        self.assertIn("--mem", self.refused(self.AARCH64, "record", "--mem", "--", "prog"))
+        self.assertIn("riscv64", self.refused(("riscv64", None), "record", "--", "prog"))
+        for argv in (("record", "--", "prog"), ("record", "--off-cpu", "--", "prog")):
+            cli.check_arch(cli.make_parser().parse_args(list(argv)), self.AARCH64)
+        x86 = ("x86_64", vmregs.ARCHES["x86_64"])
+        for argv in (("record", "-p", "12"), ("record", "--mem", "--", "prog")):
+            cli.check_arch(cli.make_parser().parse_args(list(argv)), x86)
+
+    def test_refused_before_perf_runs(self):
+        # the whole command on an aarch64 host: refused by the arch check,
+        # before perf is looked for (PATH holds none)
+        host = mock.Mock(return_value=mock.Mock(machine="aarch64"))
+        with mock.patch("os.uname", host), \
+                mock.patch.dict(os.environ, {"PATH": "/nonexistent"}):
+            with self.assertRaises(Fail) as cm:
+                cli.main(["record", "-p", "1"])
+        self.assertEqual(cm.exception.code, 2)
+        self.assertIn("-p/--nginx", str(cm.exception))
+        self.assertTrue(host.called)
+
+    def test_pc_read_in_each_architectures_names(self):
+        # perf script's register line (" ABI:%d " then "%5s:0x%x " per
+        # register), with the names of the architecture that recorded
+        for line, pc in ((" ABI:2    R13:0x7f0010 ", 0x7f0010),
+                         (" ABI:2   x21:0xffff8a20 ", 0xffff8a20),
+                         (" ABI:2    BX:0x55aa ", 0x55aa),
+                         (" ABI:2    AX:0x1    BX:0x2    R13:0x3 ", 0x3),
+                         (" ABI:2   x20:0x5   x22:0x6 ", None),
+                         (" ABI:2   x121:0x5 ", None)):
+            self.assertEqual(frames.interp_pc(line), pc, line)
 
 
 if __name__ == "__main__":

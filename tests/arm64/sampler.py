@@ -6,12 +6,22 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from ljperf.folded import load_folded
 from tests.lib.ljptest import fail
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def args(doc):
+    """(TARBALL, samples per workload: 600 unless given) from the command
+    line, or None after printing doc (-h, --help, or no argument)."""
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(doc.strip())
+        return None
+    return sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 600
 
 
 def parse(out):

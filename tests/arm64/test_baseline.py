@@ -11,16 +11,15 @@ in order under main. Usage: test_baseline.py TARBALL [SAMPLES_PER_WORKLOAD]
 
 import sys
 
-from tests.arm64.sampler import sample
+from tests.arm64.sampler import args, sample
 from tests.lib.ljptest import check, main
 
 
 def test():
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__.strip())
+    a = args(__doc__)
+    if a is None:
         return sys.argv[1:2] in (["-h"], ["--help"])
-    tarball = sys.argv[1]
-    want = int(sys.argv[2]) if len(sys.argv) > 2 else 600
+    tarball, want = a
     res, stacks = sample(tarball, want)
     for w in ("c_recursion", "c_bad_record", "lua_recursion_interp", "lua_recursion_jit",
               "coroutines", "ffi_callback", "hot_loop_trace", "c_lua_sandwich",

@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-from tests.arm64.sampler import sample
+from tests.arm64.sampler import args, sample
 from tests.lib.ljptest import check, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,11 +61,10 @@ def share(chains, pred):
 
 
 def test():
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__.strip())
+    a = args(__doc__)
+    if a is None:
         return sys.argv[1:2] in (["-h"], ["--help"])
-    tarball = sys.argv[1]
-    want = int(sys.argv[2]) if len(sys.argv) > 2 else 600
+    tarball, want = a
     res, stacks = sample(tarball, want, patched=True)
     name = lines_of(os.path.join(HERE, "demo.lua"))
     by = {}

@@ -255,14 +255,11 @@ uint8_t lj_fpwin_dispatch(ASMFunction *disp, uint8_t oldmode, uint8_t mode)
 */
 void lj_fpwin_heads(ASMFunction *disp, uint8_t mode, ASMFunction f_funcf)
 {
-  if ((mode & DISPMODE_FPREC)) {
-    disp[BC_FUNCF] = f_funcf == makeasmfunc(lj_bc_ofs[BC_FUNCF]) ?
-		     lj_vm_fpw_FUNCF : lj_vm_fpw_IFUNCF;
-    disp[BC_IFUNCF] = lj_vm_fpw_IFUNCF;
-    disp[BC_JFUNCF] = lj_vm_fpw_JFUNCF;
-    disp[BC_FUNCV] = lj_vm_fpw_IFUNCV;
-    disp[BC_IFUNCV] = lj_vm_fpw_IFUNCV;
-  }
+  int op;
+  for (op = BC_FUNCF; op <= BC_IFUNCV; op++)  /* Lua function headers. */
+    disp[op] = lj_fpwin_ins(mode, (BCOp)op, disp[op]);
+  if (f_funcf != makeasmfunc(lj_bc_ofs[BC_FUNCF]))  /* Not hotcounting. */
+    disp[BC_FUNCF] = lj_fpwin_ins(mode, BC_IFUNCF, disp[BC_FUNCF]);
 }
 
 #endif

@@ -75,3 +75,46 @@ function lua_errors()
   for _ = 1, 20 do assert(not pcall(thrower, 20)) end
   local r = down_i(20) return r
 end
+
+-- Recording switched on and off (host_fpwin, host_fpwin_ffi) over and over
+-- under a recursion deeper than the cap, in coroutines, from trace code,
+-- and between errors caught by pcall; every result is checked.
+ffi.cdef[[int host_fpwin_ffi(int on);]]
+local fpwin, fpwin_ffi = host_fpwin, ffi.C.host_fpwin_ffi
+local function tdown(d, k)
+  if d == 0 then fpwin(k % 2) return spin_j(30) end
+  local r = tdown(d - 1, k) + 1
+  if d % 7 == 0 then fpwin((k + d) % 2) end
+  return r
+end
+local function tthrow(d, k)
+  if d == 0 then fpwin(k % 2) error("t" .. k) end
+  return tthrow(d - 1, k) + 1
+end
+local tco = coroutine.wrap(function()
+  local k = 0
+  while true do
+    k = k + 1
+    fpwin(k % 2)
+    local r = tdown(10 + k % 30, k)
+    coroutine.yield(r)
+  end
+end)
+local s30 = spin_j(30)
+function switch_torture()
+  for k = 1, 8 do
+    local d = 20 + 5 * k
+    assert(tdown(d, k) == s30 + d, "tdown")
+    local ok, e = pcall(tthrow, 25 + k, k)
+    assert(not ok and e:match("t" .. k .. "$"), "tthrow")
+    local r = tco()
+    assert(r >= s30 + 10 and r < s30 + 40, "coroutine")
+  end
+  local s = 0
+  for i = 1, 3000 do  -- a trace that switches through the FFI
+    if i % 100 == 0 then fpwin_ffi(i % 200 == 0 and 1 or 0) end
+    s = s + (i % 13)
+  end
+  assert(s == 17995, "trace loop " .. s)
+  fpwin(1)
+end

@@ -6,7 +6,10 @@
 ** Each workload runs until it has that many samples (default 600).
 ** Lines "fpwalk NAME samples=N main=M lua=L ..." are for tests to read.
 ** FPWALK_FOLDED=PATH writes the chains as folded stacks, FPWALK_VERBOSE=1
-** prints those that miss main. */
+** prints those that miss main. On a VM with the series (luaJIT_fpwin, arm64
+** 0008) some workloads switch Lua frame recording first, and Lua switches it
+** with host_fpwin(on), also from trace code through the FFI
+** (host_fpwin_ffi); on others those workloads do not run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,24 @@
 
 /* Neither inlined nor cloned: each keeps its own frame and its name. */
 #define HOST_NOINLINE __attribute__((noipa))
+
+/* Lua frame recording's run-time switch (vm_patch 0008, lj_fpwin.c): NULL
+** on a VM without it. */
+extern int luaJIT_fpwin(lua_State *L, int on) __attribute__((weak));
+static lua_State *host_L;
+
+/* host_fpwin(on): recording on (1) or off (0); returns 1 if it is on. */
+static int host_fpwin(lua_State *L)
+{
+  lua_pushinteger(L, luaJIT_fpwin ? luaJIT_fpwin(L, (int)luaL_checkinteger(L, 1)) : 0);
+  return 1;
+}
+
+/* The same through the FFI, so that trace code switches too. */
+HOST_NOINLINE int host_fpwin_ffi(int on)
+{
+  return luaJIT_fpwin ? luaJIT_fpwin(host_L, on) : 0;
+}
 
 /* Pure C recursion: every frame has a record, so every chain must reach
 ** main. The sampler is checked by it. */
@@ -60,22 +81,28 @@ static int host_call(lua_State *L)
   return 1;
 }
 
-typedef struct HostWork { const char *name; const char *lua; } HostWork;
+typedef struct HostWork { const char *name; const char *lua; int fpwin; } HostWork;
 
 /* lua NULL: C code of the host (by name in host_run). Others: a global
-** function of demo.lua. */
+** function of demo.lua. fpwin 0 or 1: recording switched off or on before
+** the workload, which runs only where the switch exists; -1: left as is. */
 static const HostWork host_work[] = {
-  { "c_recursion", NULL },
-  { "c_bad_record", NULL },
-  { "lua_recursion_interp", "rec_interp" },
-  { "lua_recursion_jit", "rec_jit" },
-  { "coroutines", "coro" },
-  { "ffi_callback", "ffi_cb" },
-  { "hot_loop_trace", "hot" },
-  { "c_lua_sandwich", "sandwich" },
-  { "lib_callbacks", "lib_callbacks" },
-  { "deep_recursion", "deep_recursion" },
-  { "lua_errors", "lua_errors" },
+  { "c_recursion", NULL, -1 },
+  { "c_bad_record", NULL, -1 },
+  { "lua_recursion_interp", "rec_interp", -1 },
+  { "lua_recursion_jit", "rec_jit", -1 },
+  { "coroutines", "coro", -1 },
+  { "ffi_callback", "ffi_cb", -1 },
+  { "hot_loop_trace", "hot", -1 },
+  { "c_lua_sandwich", "sandwich", -1 },
+  { "lib_callbacks", "lib_callbacks", -1 },
+  { "deep_recursion", "deep_recursion", -1 },
+  { "lua_errors", "lua_errors", -1 },
+  { "switch_torture", "switch_torture", 1 },
+  { "off_recursion_interp", "rec_interp", 0 },
+  { "off_coroutines", "coro", 0 },
+  { "off_sandwich", "sandwich", 0 },
+  { "off_lua_errors", "lua_errors", 0 },
 };
 #define HOST_NWORK ((int)(sizeof(host_work) / sizeof(host_work[0])))
 
@@ -85,6 +112,10 @@ HOST_NOINLINE static void host_run(lua_State *L, int w, int want)
   double t0 = (double)clock() / CLOCKS_PER_SEC;
   fpw_samples(&n0);
   fpw_phase = w;
+  if (host_work[w].fpwin >= 0) {
+    if (!luaJIT_fpwin) return;
+    luaJIT_fpwin(L, host_work[w].fpwin);
+  }
   do {
     if (!host_work[w].lua) {
       if (w == 0) host_crec(40, w); else host_badrec();
@@ -211,6 +242,8 @@ int main(int argc, char **argv)
   L = luaL_newstate();
   luaL_openlibs(L);
   lua_register(L, "host_call", host_call);
+  lua_register(L, "host_fpwin", host_fpwin);
+  host_L = L;
   if (luaL_dofile(L, argv[2])) {
     fprintf(stderr, "fpwalk-host: %s\n", lua_tostring(L, -1));
     return 1;

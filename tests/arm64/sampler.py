@@ -32,16 +32,17 @@ def parse(out):
     return res
 
 
-def sample(tarball, want, patched=False):
-    """Runs the sampler (on the VM with the series if patched), prints its
-    tables and returns (fields per workload, folded chains)."""
+def sample(tarball, want, patched=False, env=None):
+    """Runs the sampler (on the VM with the series if patched; env: more
+    variables for it), prints its tables and returns (fields per workload,
+    folded chains)."""
     tmp = tempfile.mkdtemp(prefix="ljp-arm64-")
     chains = os.path.join(tmp, "chains.folded")
     try:
         p = subprocess.run([os.path.join(HERE, "run")] + (["--patched"] if patched else []) +
                            [tarball, tmp, str(want)],
                            capture_output=True, text=True, timeout=1200,
-                           env=dict(os.environ, FPWALK_FOLDED=chains))
+                           env=dict(os.environ, FPWALK_FOLDED=chains, **(env or {})))
         stacks = load_folded(chains) if os.path.exists(chains) else []
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,11 +1,16 @@
 """arm64.frames: the x29 chain sampler (tests/arm64/run --patched) on the
 VM with the ljperf series (0008: Lua frame records in a window of the VM
-entry's C frame, cap 32) under qemu-aarch64. Every Lua workload's chains
-must reach main (>= 99.5%), carry their Lua frames in call order up to the
-cap (31 recursion frames and the innermost record past it), keep C <-> Lua
+entry's C frame, cap 32) under qemu-aarch64, recording on from the start
+(LUAJIT_PERF=frames). Every Lua workload's chains must reach main
+(>= 99.5%), carry their Lua frames in call order up to the cap (31
+recursion frames and the innermost record past it), keep C <-> Lua
 sandwiches, coroutines and FFI callbacks in order, and count frames right
-after errors caught by pcall. The unpatched VM shows no Lua frame at all
-(arm64.baseline). Usage: test_frames.py TARBALL [SAMPLES_PER_WORKLOAD]
+after errors caught by pcall. Then recording is switched on and off over
+and over (switch_torture: in a deep recursion, coroutines, errors through
+pcall, from trace code through the FFI; its results checked by itself):
+every chain valid and reaching main. Switched off, the workloads' chains
+carry no Lua frame and reach main. The unpatched VM shows no Lua frame at
+all (arm64.baseline). Usage: test_frames.py TARBALL [SAMPLES_PER_WORKLOAD]
 """
 
 import os
@@ -20,6 +25,7 @@ CAP = 32  # FPWIN_K in vm_patch/src/lj_fpwin.h
 LUA_WORK = ("lua_recursion_interp", "lua_recursion_jit", "coroutines", "ffi_callback",
             "hot_loop_trace", "c_lua_sandwich", "lib_callbacks", "deep_recursion",
             "lua_errors")
+OFF_WORK = ("off_recursion_interp", "off_coroutines", "off_sandwich", "off_lua_errors")
 
 
 def lines_of(demo):
@@ -65,7 +71,7 @@ def test():
     if a is None:
         return sys.argv[1:2] in (["-h"], ["--help"])
     tarball, want = a
-    res, stacks = sample(tarball, want, patched=True)
+    res, stacks = sample(tarball, want, patched=True, env={"LUAJIT_PERF": "frames"})
     name = lines_of(os.path.join(HERE, "demo.lua"))
     by = {}
     for f, n in stacks:
@@ -146,6 +152,21 @@ def test():
     ok, total = share(lib, lambda f: after_pcall(f)[0] == name["lib_callbacks"])
     check(total >= 0.7 * want and ok >= 0.99 * total,
           "lib_callbacks: its own frame first above lua_pcall (%d/%d)" % (ok, total))
+    # Switched on and off over and over: chains stay valid (every one ends
+    # at fp 0: rising, aligned, readable) and reach main.
+    t = res.get("switch_torture")
+    check(t is not None and t["samples"] >= want, "switch_torture: %d samples" % want)
+    check(t["stop.end"] == t["samples"] and t["main"] >= 0.995 * t["samples"],
+          "switch_torture: every chain ends at fp 0 (%d) and reaches main (%d) of %d"
+          % (t["stop.end"], t["main"], t["samples"]))
+    check(t["lua"] > 0, "switch_torture: Lua frames while on (%d)" % t["lua"])
+    # Off: the stock handlers run, x29 stays at each entry record.
+    for w in OFF_WORK:
+        r = res.get(w)
+        check(r is not None and r["samples"] >= want, "%s: %d samples" % (w, want))
+        check(r["lua"] == 0 and r["main"] >= 0.995 * r["samples"],
+              "%s: recording off, no Lua frame (%d) and chains reach main (%d/%d)"
+              % (w, r["lua"], r["main"], r["samples"]))
     # Trace code runs with x29 at its start frame's record.
     tr = [(f, n) for f, n in by["lua_recursion_jit"] if f[-1] == "[trace]"]
     ok, total = share(tr, lambda f: len(lua_seq(f)) >= 1)

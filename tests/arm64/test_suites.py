@@ -8,8 +8,9 @@ holding test/LuaJIT-tests): LuaJIT's own suite, +slow +ffi +bit +jit, JIT
 on and -joff, every test the same result on both
 (tests/luajit_suite/run.py), its libctest cross-built; lang/catch_cpp.lua
 and catch_wrap.lua are left out (their libcpptest needs an aarch64 C++
-compiler). On arm64 the series' frame records are always on (0008 has no
-run-time switch), so the patched runs record frames.
+compiler). Each of them twice: Lua frame recording off (LUAJIT_PERF unset:
+the stock handlers run) and on from the start (LUAJIT_PERF=frames, given to
+the patched VM alone).
 Usage: test_suites.py TARBALL [--lj-tests TARBALL] [PROG ...]
 """
 
@@ -30,6 +31,9 @@ CC = "aarch64-linux-gnu-gcc"
 # and uncaught_error's traceback names C functions by address.
 STATUS = {"exit_nested": 3, "exit_false_close": 1, "uncaught_error": 1}
 MASK = {"uncaught_error"}
+# Recording off (LUAJIT_PERF unset) and on from the start, for the patched VM.
+SETTINGS = ("off", "frames")
+SETTINGS_MODES = [(s, m) for s in SETTINGS for m in ("jit", "joff")]
 
 
 def wrapper(path, program, argv0, *args):
@@ -72,12 +76,13 @@ def lj_tests(tmp, tarball, src_p, src_b):
     subprocess.run([CC, "-O2", "-shared", "-fPIC", "-I" + src_b, "-o",
                     os.path.join(libs, "libctest.so"), os.path.join(suite, "src", "libctest.c")],
                    check=True)
-    for mode in ("jit", "joff"):
+    for setting, mode in SETTINGS_MODES:
         flag = ("-joff",) if mode == "joff" else ()
         a = wrapper(os.path.join(tmp, "ljt-p-" + mode), os.path.join(src_p, "luajit"), "luajit", *flag)
         b = wrapper(os.path.join(tmp, "ljt-b-" + mode), os.path.join(src_b, "luajit"), "luajit", *flag)
-        p = subprocess.run([sys.executable, "-m", "tests.luajit_suite.run",
-                            "--env-both", "LUA_CPATH=%s/?.so" % libs,
+        p = subprocess.run([sys.executable, "-m", "tests.luajit_suite.run"] +
+                           (["--env", "LUAJIT_PERF=" + setting] if setting != "off" else []) +
+                           ["--env-both", "LUA_CPATH=%s/?.so" % libs,
                             "--env-both", "LD_LIBRARY_PATH=" + libs, os.path.join(suite, "test.lua"),
                             a, b, "--", "+slow", "+ffi", "+bit", "+jit"],
                            capture_output=True, text=True, timeout=1800)
@@ -85,14 +90,16 @@ def lj_tests(tmp, tarball, src_p, src_b):
         print(out)
         last = out.split("\n")[-1] if out else ""
         check(p.returncode == 0 and " pass" in last,
-              "LuaJIT-tests %s: every test the same result on patched and control (%s)"
-              % (mode, last))
+              "LuaJIT-tests %s, recording %s: every test the same result on patched and"
+              " control (%s)" % (mode, setting, last))
 
 
-def compare(patched, base, args, env=(), status=0, mask=False):
+def compare(patched, base, args, setting, env=(), status=0, mask=False):
     cmd = [sys.executable, os.path.join(TORTURE, "compare.py"), "--patched", patched,
            "--base", base, "--cwd", TORTURE, "--expect-status", str(status),
            "--require-output", "--timeout", "600"]
+    if setting != "off":
+        cmd += ["--patched-env", "LUAJIT_PERF=" + setting]
     for e in env:
         cmd += ["--env", e]
     if mask:
@@ -126,17 +133,18 @@ def test():
             progs = [p for p in progs if p in only]
         check(len(progs) > 0, "%d torture programs" % len(progs))
         for prog in progs:
-            for mode in ("jit", "joff"):
+            for setting, mode in SETTINGS_MODES:
                 args = (["-joff"] if mode == "joff" else []) + ["progs/%s.lua" % prog]
-                rc, out = compare(lj_p, lj_b, args, ["TORTURE_FFILIB=" + ffilib],
+                rc, out = compare(lj_p, lj_b, args, setting, ["TORTURE_FFILIB=" + ffilib],
                                   STATUS.get(prog, 0), prog in MASK)
-                check(rc == 0, "torture %s.%s: patched = control under qemu%s"
-                      % (prog, mode, "" if rc == 0 else "\n" + out[-3000:]))
+                check(rc == 0, "torture %s.%s, recording %s: patched = control under qemu%s"
+                      % (prog, mode, setting, "" if rc == 0 else "\n" + out[-3000:]))
         if not only:
-            for what, status in (("all", 0), ("panic", 7)):
-                rc, out = compare(host_p, host_b, [what], status=status)
-                check(rc == 0, "torture host %s: patched = control under qemu%s"
-                      % (what, "" if rc == 0 else "\n" + out[-3000:]))
+            for setting in SETTINGS:
+                for what, status in (("all", 0), ("panic", 7)):
+                    rc, out = compare(host_p, host_b, [what], setting, status=status)
+                    check(rc == 0, "torture host %s, recording %s: patched = control under"
+                          " qemu%s" % (what, setting, "" if rc == 0 else "\n" + out[-3000:]))
         if ljt:
             lj_tests(tmp, ljt, src_p, src_b)
     finally:

@@ -10,7 +10,7 @@ and over (switch_torture: in a deep recursion, coroutines, errors through
 pcall, from trace code through the FFI; its results checked by itself):
 every chain valid and reaching main. Switched off, the workloads' chains
 carry no Lua frame and reach main. The unpatched VM shows no Lua frame at
-all (arm64.baseline). Usage: test_frames.py TARBALL [SAMPLES_PER_WORKLOAD]
+all (arm64.baseline). Usage: test_frames.py TARBALL|DIR [SAMPLES_PER_WORKLOAD]
 """
 
 import os

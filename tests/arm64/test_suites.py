@@ -11,7 +11,8 @@ and catch_wrap.lua are left out (their libcpptest needs an aarch64 C++
 compiler). Each of them twice: Lua frame recording off (LUAJIT_PERF unset:
 the stock handlers run) and on from the start (LUAJIT_PERF=frames, given to
 the patched VM alone).
-Usage: test_suites.py TARBALL [--lj-tests TARBALL] [PROG ...]
+Usage: test_suites.py TARBALL|DIR [--lj-tests TARBALL] [PROG ...]
+(TARBALL|DIR: the LuaJIT tree, tests/arm64/build-luajit's SOURCE.)
 """
 
 import os

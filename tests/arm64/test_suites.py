@@ -98,10 +98,12 @@ def compare(patched, base, args, setting, dumps, env=(), status=0, expect_from=N
     exit status and masking (its "-- compare:" lines), else status holds.
     Recording on: the patched VM's jitdumps into DUMPS."""
     cmd = [sys.executable, os.path.join(TORTURE, "compare.py"), "--patched", patched,
-           "--base", base, "--cwd", TORTURE, "--expect-status", str(status),
-           "--require-output", "--timeout", "600"]
+           "--base", base, "--cwd", TORTURE, "--require-output", "--timeout", "600"]
+    # The command line's --expect-status would win over the program's own.
     if expect_from:
         cmd += ["--expect-from", os.path.join(TORTURE, expect_from)]
+    else:
+        cmd += ["--expect-status", str(status)]
     if setting != "off":
         cmd += ["--patched-env", "LUAJIT_PERF=" + setting,
                 "--patched-env", "LUAJIT_PERF_DIR=" + dumps]

@@ -4,7 +4,8 @@ configure takes (LJPERF_ARCH arm64, tests/arm64/on-hardware's build). The
 series applies to the tree, the patched luajit and examples/demo's fibdemo
 are aarch64 executables whose leaf functions keep frame records (lua_gettop,
 fib_c_seconds begin with "stp x29, x30"), and the demo runs under
-qemu-aarch64 with recording on (LUAJIT_PERF=1), printing its Lua/C split.
+qemu-aarch64 with recording on (LUAJIT_PERF=1), printing its Lua/C split
+and writing its jitdump (into the test's directory; its perf map removed).
 Usage: test_cmake.py TARBALL
 """
 
@@ -15,7 +16,7 @@ import sys
 import tarfile
 import tempfile
 
-from tests.lib.ljptest import check, fail, main
+from tests.lib.ljptest import check, fail, main, remove_tmp_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -75,12 +76,20 @@ def test(tarball):
             insn = first_insn(binary, leaf)
             check(insn.startswith("stp x29, x30"),
                   "leaf %s keeps a frame record (%s)" % (leaf, insn))
-        env = dict(os.environ, LUAJIT_PERF="1")
-        p = subprocess.run(QEMU + [demo, "1"], capture_output=True, text=True, env=env,
-                           cwd=tmp, timeout=120)
-        check(p.returncode == 0 and "measured split: Lua" in p.stdout,
+        # Recording on writes the perf map and (0009) the jitdump: the dump
+        # into tmp, the map removed.
+        env = dict(os.environ, LUAJIT_PERF="1", LUAJIT_PERF_DIR=tmp)
+        p = subprocess.Popen(QEMU + [demo, "1"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
+        try:
+            out, err = p.communicate(timeout=120)
+        finally:
+            remove_tmp_files([p.pid])
+        check(p.returncode == 0 and "measured split: Lua" in out,
               "fibdemo runs under qemu-aarch64 with recording on (exit %d: %s)"
-              % (p.returncode, (p.stdout + p.stderr).strip()[-300:]))
+              % (p.returncode, (out + err).strip()[-300:]))
+        check(os.path.getsize(os.path.join(tmp, "jit-%d.dump" % p.pid)) > 0,
+              "fibdemo wrote its jitdump")
 
 
 if __name__ == "__main__":

@@ -11,17 +11,39 @@ if(LJPERF_NPROC EQUAL 0)
   set(LJPERF_NPROC 2)
 endif()
 
-set(LJPERF_CFLAGS "-O2 -fno-omit-frame-pointer" CACHE STRING
+# GCC on arm64 leaves leaf functions without a frame record unless told.
+set(ljperf_fp_flags "-fno-omit-frame-pointer")
+if(LJPERF_ARCH STREQUAL "arm64")
+  string(APPEND ljperf_fp_flags " -mno-omit-leaf-frame-pointer")
+endif()
+set(LJPERF_CFLAGS "-O2 ${ljperf_fp_flags}" CACHE STRING
     "Optimisation flags for both LuaJIT builds (CCOPT)")
 set(LJPERF_XCFLAGS "" CACHE STRING "Extra LuaJIT defines for both builds (XCFLAGS)")
 
 if(LJPERF_XCFLAGS MATCHES "LUAJIT_DISABLE_GC64")
-  message(FATAL_ERROR "ljperf supports only LuaJIT in GC64 mode on x86-64; "
+  message(FATAL_ERROR "ljperf supports only LuaJIT in GC64 mode; "
           "remove -DLUAJIT_DISABLE_GC64 from LJPERF_XCFLAGS.")
 endif()
 
+# A cross build (a toolchain file; tests/arm64/toolchain-aarch64.cmake) gives
+# LuaJIT's Makefile the target compiler's prefix as CROSS and a host compiler
+# for buildvm and minilua; ${CMAKE_CROSSCOMPILING_EMULATOR} runs the results.
+if(CMAKE_CROSSCOMPILING)
+  get_filename_component(ljperf_cc "${CMAKE_C_COMPILER}" NAME)
+  if(NOT ljperf_cc MATCHES "^(.+-)gcc(-[0-9]+)?$")
+    message(FATAL_ERROR "cross build: CMAKE_C_COMPILER ${CMAKE_C_COMPILER} is not a "
+            "PREFIX-gcc cross compiler (LuaJIT's Makefile takes CROSS=PREFIX)")
+  endif()
+  get_filename_component(ljperf_ccdir "${CMAKE_C_COMPILER}" DIRECTORY)
+  set(LJPERF_HOST_CC "gcc" CACHE STRING "Host C compiler for LuaJIT's build tools (cross builds)")
+  set(ljperf_cc_flags "CROSS=${ljperf_ccdir}/${CMAKE_MATCH_1}" "CC=gcc${CMAKE_MATCH_2}"
+      "HOST_CC=${LJPERF_HOST_CC}" "TARGET_SYS=${CMAKE_SYSTEM_NAME}")
+else()
+  set(ljperf_cc_flags "CC=${CMAKE_C_COMPILER}")
+endif()
+
 set(LJPERF_LUAJIT_MAKEFLAGS
-    "CC=${CMAKE_C_COMPILER}"
+    ${ljperf_cc_flags}
     "CCOPT=${LJPERF_CFLAGS}"
     "CCDEBUG=-g"
     "XCFLAGS=-DLUAJIT_ENABLE_GC64 ${LJPERF_XCFLAGS}"
@@ -80,6 +102,10 @@ function(ljperf_build_luajit TREE NAME)
     set(build COMMAND "${PROJECT_SOURCE_DIR}/cmake/make-logged" "${TREE}.build.log"
               -C "${src}" -j${LJPERF_NPROC} ${LJPERF_LUAJIT_MAKEFLAGS} "BUILDMODE=${buildmode}")
   elseif(EXISTS "${TREE}/CMakeLists.txt")
+    if(CMAKE_CROSSCOMPILING)
+      message(FATAL_ERROR "${TREE}: cross-building a CMake-built LuaJIT tree "
+              "(tarantool/luajit) is not supported; build on the target")
+    endif()
     set(out "${TREE}/build/src")
     set(pc "${TREE}/build/etc/luajit.pc")
     set(verfile "${TREE}/Makefile.original")
@@ -122,10 +148,10 @@ function(ljperf_build_luajit TREE NAME)
   set(bin "${CMAKE_BINARY_DIR}/bin/${NAME}")
   set(installed "${bin}")
   # The VM must run in GC64 mode (the only mode the patch supports). A
-  # bytecode dump's flags have FR2 (8) set exactly then on x64; unlike
+  # bytecode dump's flags have FR2 (8) set exactly then on x64 and arm64; unlike
   # ffi.abi this also works in a build with LUAJIT_DISABLE_FFI.
   set(cmds
-    COMMAND "${out}/luajit" -e "if string.dump(function() end, true):byte(5) % 16 < 8 then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only x86-64 GC64\\n') os.exit(1) end"
+    COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} "${out}/luajit" -e "if string.dump(function() end, true):byte(5) % 16 < 8 then io.stderr:write('${NAME} was not built in GC64 mode: ljperf supports only GC64\\n') os.exit(1) end"
     COMMAND ${CMAKE_COMMAND} -E copy "${out}/luajit" "${bin}")
   if(ARG_INSTALL_LIBS)
     set(lib "${CMAKE_BINARY_DIR}/lib")

@@ -24,8 +24,14 @@ foreach(f IN LISTS LJPERF_PATCH_FILES)
 endforeach()
 string(SHA256 LJPERF_PATCH_HASH "${LJPERF_PATCH_HASH}")
 
-if(NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  message(FATAL_ERROR "ljperf supports only x86-64 LuaJIT in GC64 mode; "
+# The target: x86-64 (the whole series) or aarch64 (0008 on the trees whose
+# arm64 VM it patches, docs/arm64.md; vm_patch/apply names a tree it cannot).
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(LJPERF_ARCH x64)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  set(LJPERF_ARCH arm64)
+else()
+  message(FATAL_ERROR "ljperf supports LuaJIT in GC64 mode on x86-64 and aarch64; "
           "this target is ${CMAKE_SYSTEM_PROCESSOR}.")
 endif()
 

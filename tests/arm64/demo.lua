@@ -24,6 +24,18 @@ local down_i = chunk_i()
 local down_j, spin_j = assert(loadstring(RECURSION, "=recursion_jit"))()
 
 function rec_interp() return down_i(60) end
+
+-- Recording switched from Lua (jit.perf, vm_patch 0009), checked by status().
+function perf_on()
+  local perf = require("jit.perf")
+  assert(perf.start("frames") and perf.status().frames, "jit.perf.start")
+  return rec_interp()
+end
+function perf_off()
+  local perf = require("jit.perf")
+  assert(perf.stop("frames") and not perf.status().frames, "jit.perf.stop")
+  return rec_interp()
+end
 function rec_jit() return down_j(60) end
 
 local co = coroutine.wrap(function()

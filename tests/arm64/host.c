@@ -9,7 +9,9 @@
 ** prints those that miss main. On a VM with the series (luaJIT_fpwin, arm64
 ** 0008) some workloads switch Lua frame recording first, and Lua switches it
 ** with host_fpwin(on), also from trace code through the FFI
-** (host_fpwin_ffi); on others those workloads do not run. */
+** (host_fpwin_ffi); on others those workloads do not run. With the perf
+** hooks (0009) four more switch it through luaJIT_perf_start/stop(L,
+** "frames") and from Lua through jit.perf. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,11 @@
 /* Lua frame recording's run-time switch (vm_patch 0008, lj_fpwin.c): NULL
 ** on a VM without it. */
 extern int luaJIT_fpwin(lua_State *L, int on) __attribute__((weak));
+/* The perf hooks' C API (vm_patch 0009 on arm64, luajit.h): NULL without. */
+extern int luaJIT_perf_start(lua_State *L, const char *what) __attribute__((weak));
+extern int luaJIT_perf_stop(lua_State *L, const char *what) __attribute__((weak));
+extern int luaJIT_perf_status(lua_State *L) __attribute__((weak));
+#define HOST_PERF_FRAMES 0x04	/* LUAJIT_PERF_FRAMES */
 static lua_State *host_L;
 
 /* host_fpwin(on): recording on (1) or off (0); returns 1 if it is on. */
@@ -81,28 +88,38 @@ static int host_call(lua_State *L)
   return 1;
 }
 
-typedef struct HostWork { const char *name; const char *lua; int fpwin; } HostWork;
+/* How recording is switched before a workload: not (left as is), by
+** luaJIT_fpwin(L, 0/1), by luaJIT_perf_stop/start(L, "frames") (checked with
+** luaJIT_perf_status), or by its Lua function through jit.perf. A workload
+** that switches runs only where its switch exists. */
+typedef enum {
+  HOST_ASIS, HOST_FPWIN_OFF, HOST_FPWIN_ON, HOST_PERF_OFF, HOST_PERF_ON, HOST_LUAPERF
+} HostSwitch;
+typedef struct HostWork { const char *name; const char *lua; HostSwitch sw; } HostWork;
 
 /* lua NULL: C code of the host (by name in host_run). Others: a global
-** function of demo.lua. fpwin 0 or 1: recording switched off or on before
-** the workload, which runs only where the switch exists; -1: left as is. */
+** function of demo.lua. */
 static const HostWork host_work[] = {
-  { "c_recursion", NULL, -1 },
-  { "c_bad_record", NULL, -1 },
-  { "lua_recursion_interp", "rec_interp", -1 },
-  { "lua_recursion_jit", "rec_jit", -1 },
-  { "coroutines", "coro", -1 },
-  { "ffi_callback", "ffi_cb", -1 },
-  { "hot_loop_trace", "hot", -1 },
-  { "c_lua_sandwich", "sandwich", -1 },
-  { "lib_callbacks", "lib_callbacks", -1 },
-  { "deep_recursion", "deep_recursion", -1 },
-  { "lua_errors", "lua_errors", -1 },
-  { "switch_torture", "switch_torture", 1 },
-  { "off_recursion_interp", "rec_interp", 0 },
-  { "off_coroutines", "coro", 0 },
-  { "off_sandwich", "sandwich", 0 },
-  { "off_lua_errors", "lua_errors", 0 },
+  { "c_recursion", NULL, HOST_ASIS },
+  { "c_bad_record", NULL, HOST_ASIS },
+  { "lua_recursion_interp", "rec_interp", HOST_ASIS },
+  { "lua_recursion_jit", "rec_jit", HOST_ASIS },
+  { "coroutines", "coro", HOST_ASIS },
+  { "ffi_callback", "ffi_cb", HOST_ASIS },
+  { "hot_loop_trace", "hot", HOST_ASIS },
+  { "c_lua_sandwich", "sandwich", HOST_ASIS },
+  { "lib_callbacks", "lib_callbacks", HOST_ASIS },
+  { "deep_recursion", "deep_recursion", HOST_ASIS },
+  { "lua_errors", "lua_errors", HOST_ASIS },
+  { "switch_torture", "switch_torture", HOST_FPWIN_ON },
+  { "off_recursion_interp", "rec_interp", HOST_FPWIN_OFF },
+  { "off_coroutines", "coro", HOST_FPWIN_OFF },
+  { "off_sandwich", "sandwich", HOST_FPWIN_OFF },
+  { "off_lua_errors", "lua_errors", HOST_FPWIN_OFF },
+  { "perf_lua_on", "perf_on", HOST_LUAPERF },
+  { "perf_lua_off", "perf_off", HOST_LUAPERF },
+  { "perf_capi_on", "rec_interp", HOST_PERF_ON },
+  { "perf_capi_off", "rec_interp", HOST_PERF_OFF },
 };
 #define HOST_NWORK ((int)(sizeof(host_work) / sizeof(host_work[0])))
 
@@ -112,9 +129,26 @@ HOST_NOINLINE static void host_run(lua_State *L, int w, int want)
   double t0 = (double)clock() / CLOCKS_PER_SEC;
   fpw_samples(&n0);
   fpw_phase = w;
-  if (host_work[w].fpwin >= 0) {
+  switch (host_work[w].sw) {
+  case HOST_ASIS: break;
+  case HOST_FPWIN_OFF: case HOST_FPWIN_ON:
     if (!luaJIT_fpwin) return;
-    luaJIT_fpwin(L, host_work[w].fpwin);
+    luaJIT_fpwin(L, host_work[w].sw == HOST_FPWIN_ON);
+    break;
+  case HOST_PERF_OFF: case HOST_PERF_ON: {
+    int on = host_work[w].sw == HOST_PERF_ON;
+    if (!luaJIT_perf_status) return;
+    if ((on ? luaJIT_perf_start : luaJIT_perf_stop)(L, "frames") != 0 ||
+        !(luaJIT_perf_status(L) & HOST_PERF_FRAMES) != !on) {
+      fprintf(stderr, "fpwalk-host: %s: luaJIT_perf_%s(L, \"frames\") did not\n",
+              host_work[w].name, on ? "start" : "stop");
+      exit(1);
+    }
+    break;
+  }
+  case HOST_LUAPERF:
+    if (!luaJIT_perf_status) return;
+    break;
   }
   do {
     if (!host_work[w].lua) {

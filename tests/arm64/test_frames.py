@@ -9,8 +9,10 @@ after errors caught by pcall. Then recording is switched on and off over
 and over (switch_torture: in a deep recursion, coroutines, errors through
 pcall, from trace code through the FFI; its results checked by itself):
 every chain valid and reaching main. Switched off, the workloads' chains
-carry no Lua frame and reach main. The unpatched VM shows no Lua frame at
-all (arm64.baseline). Usage: test_frames.py TARBALL|DIR [SAMPLES_PER_WORKLOAD]
+carry no Lua frame and reach main. Switched by jit.perf.start/stop("frames")
+from Lua and luaJIT_perf_start/stop from C (0009, status checked by the
+host and demo.lua): the recursion's Lua frames while on, none while off.
+The unpatched VM shows no Lua frame at all (arm64.baseline). Usage: test_frames.py TARBALL|DIR [SAMPLES_PER_WORKLOAD]
 """
 
 import os
@@ -26,6 +28,9 @@ LUA_WORK = ("lua_recursion_interp", "lua_recursion_jit", "coroutines", "ffi_call
             "hot_loop_trace", "c_lua_sandwich", "lib_callbacks", "deep_recursion",
             "lua_errors")
 OFF_WORK = ("off_recursion_interp", "off_coroutines", "off_sandwich", "off_lua_errors")
+# Switched through the perf hooks (0009): jit.perf from Lua, luaJIT_perf_* from C.
+PERF_ON = ("perf_lua_on", "perf_capi_on")
+PERF_OFF = ("perf_lua_off", "perf_capi_off")
 
 
 def lines_of(demo):
@@ -167,6 +172,18 @@ def test():
         check(r["lua"] == 0 and r["main"] >= 0.995 * r["samples"],
               "%s: recording off, no Lua frame (%d) and chains reach main (%d/%d)"
               % (w, r["lua"], r["main"], r["samples"]))
+    # Switched by jit.perf.start/stop("frames") and luaJIT_perf_start/stop
+    # (the host and demo.lua check status): the recursion's records while
+    # on, none while off.
+    for w in PERF_ON + PERF_OFF:
+        r = res.get(w)
+        check(r is not None and r["samples"] >= want, "%s: %d samples" % (w, want))
+        on = w in PERF_ON
+        check((r["lua"] >= 10 * r["samples"] if on else r["lua"] == 0) and
+              r["main"] >= 0.995 * r["samples"],
+              "%s: %s (%d Lua frames in %d chains), chains reach main (%d)"
+              % (w, "Lua frames" if on else "no Lua frame", r["lua"], r["samples"],
+                 r["main"]))
     # Trace code runs with x29 at its start frame's record.
     tr = [(f, n) for f, n in by["lua_recursion_jit"] if f[-1] == "[trace]"]
     ok, total = share(tr, lambda f: len(lua_seq(f)) >= 1)

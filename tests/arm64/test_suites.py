@@ -8,9 +8,11 @@ holding test/LuaJIT-tests): LuaJIT's own suite, +slow +ffi +bit +jit, JIT
 on and -joff, every test the same result on both
 (tests/luajit_suite/run.py), its libctest cross-built; lang/catch_cpp.lua
 and catch_wrap.lua are left out (their libcpptest needs an aarch64 C++
-compiler). Each of them twice: Lua frame recording off (LUAJIT_PERF unset:
-the stock handlers run) and on from the start (LUAJIT_PERF=frames, given to
-the patched VM alone).
+compiler). Each of them twice: recording off (LUAJIT_PERF unset: the stock
+handlers run) and on from the start (LUAJIT_PERF=1, given to the patched VM
+alone: Lua frame records, and since 0009 the perf map and jitdump; the
+jitdumps go to a temporary LUAJIT_PERF_DIR, removed with the perf maps of
+the processes that wrote them).
 Usage: test_suites.py TARBALL|DIR [--lj-tests TARBALL] [--known PROG.MODE=STATUS]... [PROG ...]
 (TARBALL|DIR: the LuaJIT tree, tests/arm64/build-luajit's SOURCE. --known:
 a torture program that this tree's own VM fails under qemu, the control
@@ -24,18 +26,14 @@ import sys
 import tarfile
 import tempfile
 
-from tests.lib.ljptest import check, fail, main
+from tests.lib.ljptest import check, dump_pids, fail, main, remove_tmp_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORTURE = os.path.join(HERE, "..", "torture")
 SYSROOT = "/usr/aarch64-linux-gnu"
 CC = "aarch64-linux-gnu-gcc"
-# As tests/torture/CMakeLists.txt: the control's exit status where not 0,
-# and uncaught_error's traceback names C functions by address.
-STATUS = {"exit_nested": 3, "exit_false_close": 1, "uncaught_error": 1}
-MASK = {"uncaught_error"}
 # Recording off (LUAJIT_PERF unset) and on from the start, for the patched VM.
-SETTINGS = ("off", "frames")
+SETTINGS = ("off", "1")
 SETTINGS_MODES = [(s, m) for s in SETTINGS for m in ("jit", "joff")]
 
 
@@ -84,7 +82,8 @@ def lj_tests(tmp, tarball, src_p, src_b):
         a = wrapper(os.path.join(tmp, "ljt-p-" + mode), os.path.join(src_p, "luajit"), "luajit", *flag)
         b = wrapper(os.path.join(tmp, "ljt-b-" + mode), os.path.join(src_b, "luajit"), "luajit", *flag)
         p = subprocess.run([sys.executable, "-m", "tests.luajit_suite.run"] +
-                           (["--env", "LUAJIT_PERF=" + setting] if setting != "off" else []) +
+                           (["--env", "LUAJIT_PERF=" + setting, "--perf-tmp"]
+                            if setting != "off" else []) +
                            ["--env-both", "LUA_CPATH=%s/?.so" % libs,
                             "--env-both", "LD_LIBRARY_PATH=" + libs, os.path.join(suite, "test.lua"),
                             a, b, "--", "+slow", "+ffi", "+bit", "+jit"],
@@ -97,16 +96,26 @@ def lj_tests(tmp, tarball, src_p, src_b):
               " control (%s)" % (mode, setting, last))
 
 
-def compare(patched, base, args, setting, env=(), status=0, mask=False):
+def compare(patched, base, args, setting, dumps, env=(), status=0, expect_from=None,
+            known=None):
+    """compare.py's status: expect_from is a torture program stating its own
+    exit status and masking (its "-- compare:" lines), else status holds;
+    known (--known) overrides the program's, C addresses masked.
+    Recording on: the patched VM's jitdumps into DUMPS."""
     cmd = [sys.executable, os.path.join(TORTURE, "compare.py"), "--patched", patched,
-           "--base", base, "--cwd", TORTURE, "--expect-status", str(status),
-           "--require-output", "--timeout", "600"]
+           "--base", base, "--cwd", TORTURE, "--require-output", "--timeout", "600"]
+    # The command line's --expect-status would win over the program's own.
+    if expect_from:
+        cmd += ["--expect-from", os.path.join(TORTURE, expect_from)]
+        if known is not None:
+            cmd += ["--expect-status", str(known), "--mask-c-addresses"]
+    else:
+        cmd += ["--expect-status", str(status)]
     if setting != "off":
-        cmd += ["--patched-env", "LUAJIT_PERF=" + setting]
+        cmd += ["--patched-env", "LUAJIT_PERF=" + setting,
+                "--patched-env", "LUAJIT_PERF_DIR=" + dumps]
     for e in env:
         cmd += ["--env", e]
-    if mask:
-        cmd.append("--mask-c-addresses")
     p = subprocess.run(cmd + ["--"] + args, capture_output=True, text=True)
     return p.returncode, (p.stdout + p.stderr).strip()
 
@@ -126,6 +135,8 @@ def test():
             known[what] = int(status)
         only = only[2:]
     tmp = tempfile.mkdtemp(prefix="ljp-arm64s-")
+    dumps = os.path.join(tmp, "dumps")
+    os.mkdir(dumps)
     try:
         src_p, host_p = build(tmp, "patched")
         src_b, host_b = build(tmp, "control")
@@ -144,21 +155,21 @@ def test():
         for prog in progs:
             for setting, mode in SETTINGS_MODES:
                 args = (["-joff"] if mode == "joff" else []) + ["progs/%s.lua" % prog]
-                run = "%s.%s" % (prog, mode)
-                rc, out = compare(lj_p, lj_b, args, setting, ["TORTURE_FFILIB=" + ffilib],
-                                  known.get(run, STATUS.get(prog, 0)),
-                                  prog in MASK or run in known)
+                rc, out = compare(lj_p, lj_b, args, setting, dumps, ["TORTURE_FFILIB=" + ffilib],
+                                  expect_from="progs/%s.lua" % prog,
+                                  known=known.get("%s.%s" % (prog, mode)))
                 check(rc == 0, "torture %s.%s, recording %s: patched = control under qemu%s"
                       % (prog, mode, setting, "" if rc == 0 else "\n" + out[-3000:]))
         if not only:
             for setting in SETTINGS:
                 for what, status in (("all", 0), ("panic", 7)):
-                    rc, out = compare(host_p, host_b, [what], setting, status=status)
+                    rc, out = compare(host_p, host_b, [what], setting, dumps, status=status)
                     check(rc == 0, "torture host %s, recording %s: patched = control under"
                           " qemu%s" % (what, setting, "" if rc == 0 else "\n" + out[-3000:]))
         if ljt:
             lj_tests(tmp, ljt, src_p, src_b)
     finally:
+        remove_tmp_files(dump_pids(dumps))
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -15,6 +15,10 @@ ignores it). --valgrind runs only the patched program under
 "valgrind --error-exitcode=99 -q" (a memory check of the patched VM; the
 control run gives the reference output).
 
+--expect-from PROG takes --expect-status and --mask-c-addresses from PROG's
+"-- compare: OPTION" comment lines, so a program states what it expects once
+for every runner (ctest's torture tests, tests/arm64/test_suites.py).
+
 Exit status: 0 when everything matches (and the control's status equals
 --expect-status), 1 on a mismatch (a unified diff is printed), 2 on usage or
 execution problems, including timeouts.
@@ -38,11 +42,41 @@ VALGRIND = ["valgrind", "--error-exitcode=99", "-q"]
 C_ADDR = re.compile(rb"\[C\]: at 0x[0-9a-f]+")
 
 
+# Options a program may state for itself (--expect-from).
+PROGRAM_OPTIONS = ("--expect-status", "--mask-c-addresses")
+DECLARATION = re.compile(r"^--\s*compare:\s*(.*?)\s*$")
+
+
+def usage_error(msg):
+    """Exit status 2 (a usage problem), as the docstring promises."""
+    sys.stderr.write("compare.py: %s\n" % msg)
+    sys.exit(2)
+
+
+def program_options(path):
+    """The options PATH's "-- compare: ..." lines state (shell words)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except OSError as e:
+        usage_error("--expect-from %s: %s" % (path, e.strerror))
+    words = []
+    for line in lines:
+        m = DECLARATION.match(line)
+        if m:
+            words += shlex.split(m.group(1))
+    for w in words:
+        if w.startswith("-") and w not in PROGRAM_OPTIONS:
+            usage_error("%s states %s; a program may state only %s"
+                        % (path, w, ", ".join(PROGRAM_OPTIONS)))
+    return words
+
+
 def parse_env(items, what):
     env = {}
     for item in items or []:
         if "=" not in item:
-            sys.exit("compare.py: %s expects NAME=VALUE, got %r" % (what, item))
+            usage_error("%s expects NAME=VALUE, got %r" % (what, item))
         name, value = item.split("=", 1)
         env[name] = value
     return env
@@ -119,6 +153,9 @@ def make_parser():
                     help="extra environment for the patched program only (repeatable)")
     ap.add_argument("--expect-status", type=int, default=0,
                     help="exit status the control run must have (default 0)")
+    ap.add_argument("--expect-from", metavar="PROG",
+                    help="take --expect-status and --mask-c-addresses from PROG's "
+                         "'-- compare: ...' lines (given on the command line, they win)")
     ap.add_argument("--require-output", action="store_true",
                     help="fail if the control run printed nothing on stdout")
     ap.add_argument("--mask-c-addresses", action="store_true",
@@ -138,8 +175,17 @@ def make_parser():
     return ap
 
 
+def parse_args(argv):
+    ap = make_parser()
+    opts = ap.parse_args(argv)
+    if opts.expect_from:
+        # The program's words first, so the command line's come later and win.
+        opts = ap.parse_args(program_options(opts.expect_from) + argv)
+    return opts
+
+
 def main():
-    opts = make_parser().parse_args()
+    opts = parse_args(sys.argv[1:])
 
     common = parse_env(opts.env, "--env")
     pextra = parse_env(opts.patched_env, "--patched-env")

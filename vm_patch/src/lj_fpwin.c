@@ -198,9 +198,10 @@ void lj_fpwin_stop(lua_State *L)
   }
 }
 
-/* LUAJIT_PERF as x86-64's 0003 reads it, frames only (the perf map,
-** jitdump and the rest are not built on arm64 yet): "1", or a comma list
-** with "frames".
+#if !LJ_HASPERF
+/* LUAJIT_PERF as x86-64's 0003 reads it, frames only, while the perf
+** hooks are not built on arm64 (before 0009): "1", or a comma list with
+** "frames".
 */
 void lj_fpwin_init(lua_State *L)
 {
@@ -208,6 +209,7 @@ void lj_fpwin_init(lua_State *L)
   if (s && (!strcmp(s, "1") || strstr(s, "frames")))
     lj_fpwin_start(L);
 }
+#endif
 
 /* on: 1 starts, 0 stops, -1 only asks; returns 1 if recording is on. Call
 ** it where the VM may switch: from a C function Lua called, or from C

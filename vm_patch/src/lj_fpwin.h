@@ -66,8 +66,15 @@ LJ_FUNC ASMFunction lj_fpwin_ins(uint8_t mode, BCOp op, ASMFunction stock);
 
 /* Switching: LUAJIT_PERF (1, or a comma list naming frames) at the end of
 ** lua_newstate; luaJIT_fpwin(L, 1/0) at run time, -1 asks (lj_fpwin.c).
+** With the perf hooks (LJ_HASPERF, 0009) LUAJIT_PERF has one reader,
+** lj_perf_init, which starts and stops the window as the frames part, as
+** jit.perf and luaJIT_perf_* do.
 */
+#if LJ_HASPERF
+#define lj_fpwin_init(L)	UNUSED(L)
+#else
 LJ_FUNC void lj_fpwin_init(lua_State *L);
+#endif
 LJ_FUNC int lj_fpwin_start(lua_State *L);
 LJ_FUNC void lj_fpwin_stop(lua_State *L);
 LUA_API int luaJIT_fpwin(lua_State *L, int on);

@@ -2,8 +2,9 @@
 ** ljperf switch and C API (patch 0003): switches perf support on and off
 ** for a global_State and answers what is on.
 ** Parts: map (/tmp/perf-PID.map), jitdump (jit-PID.dump), frames (Lua
-** frames in the rbp chain, lj_fprec.c) and, with 0006, mem (allocation
-** samples, lj_perfmem.c). Switched by LUAJIT_PERF (unset, "" or "0": off;
+** frames in the rbp chain, lj_fprec.c; on arm64, since 0009, the window
+** of lj_fpwin.c) and, with 0006, mem (allocation samples, lj_perfmem.c).
+** Switched by LUAJIT_PERF (unset, "" or "0": off;
 ** "1": map, jitdump and frames; or a comma list of the parts; nothing
 ** else) at lua_newstate, jit.perf.start/stop/status (lib_perf.c),
 ** luaJIT_perf_start/stop/status for embedders (status: the LUAJIT_PERF_*
@@ -127,7 +128,7 @@ unsigned lj_perf_start(lua_State *L, unsigned mask, uint64_t memrate)
     }
   }
   if ((mask & LUAJIT_PERF_FRAMES)) {
-    if (lj_fprec_start(L)) g->perfmask |= LUAJIT_PERF_FRAMES;
+    if (perf_frames_start(L)) g->perfmask |= LUAJIT_PERF_FRAMES;
     else failed |= LUAJIT_PERF_FRAMES;
   }
   if ((mask & PERF_MEM) && !lj_perfmem_start(g, memrate))
@@ -138,7 +139,7 @@ unsigned lj_perf_start(lua_State *L, unsigned mask, uint64_t memrate)
 void lj_perf_stop(lua_State *L, unsigned mask)
 {
   global_State *g = G(L);
-  if ((mask & LUAJIT_PERF_FRAMES)) lj_fprec_stop(L);
+  if ((mask & LUAJIT_PERF_FRAMES)) perf_frames_stop(L);
   if ((mask & PERF_MEM)) lj_perfmem_stop(g, 0);
   g->perfmask &= ~mask;
   if (!(g->perfmask & PERF_EMIT)) g->perfmask &= ~PERF_RESCAN;
@@ -153,7 +154,7 @@ unsigned lj_perf_status(global_State *g)
   if (fresh) lj_perf_all(g);
   if (!(open & LJP_MAP)) mask &= ~LUAJIT_PERF_MAP;
   if (!(open & LJP_JITDUMP)) mask &= ~LUAJIT_PERF_JITDUMP;
-  if (g->fprec_on) mask |= LUAJIT_PERF_FRAMES;
+  if (perf_frames_on(g)) mask |= LUAJIT_PERF_FRAMES;
   if (lj_perfmem_on(g)) mask |= PERF_MEM;
   return mask | lj_perfremote_status(g, mask);
 }

@@ -55,6 +55,19 @@ typedef struct TracePos TracePos;
 #define lj_perfmem_poll(g)		UNUSED(g)
 #endif
 
+/* The frames part: x86-64's records (0002, lj_fprec.c) or, from 0009 on,
+** arm64's window (0008, lj_fpwin.c): start returns 0 if it failed. */
+#if LJ_HASFPWIN
+#include "lj_fpwin.h"
+#define perf_frames_start(L)	lj_fpwin_start(L)
+#define perf_frames_stop(L)	lj_fpwin_stop(L)
+#define perf_frames_on(g)	((g)->fpwin_on)
+#else
+#define perf_frames_start(L)	lj_fprec_start(L)
+#define perf_frames_stop(L)	lj_fprec_stop(L)
+#define perf_frames_on(g)	((g)->fprec_on)
+#endif
+
 /* -- Parts (lj_perf.c) ---------------------------------------------------- */
 
 #define PERF_ALL	(LUAJIT_PERF_MAP|LUAJIT_PERF_JITDUMP|LUAJIT_PERF_FRAMES)

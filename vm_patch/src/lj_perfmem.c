@@ -53,7 +53,7 @@
 #include "lj_perfmem.h"
 #include "lj_gc.h"
 
-#if LJ_HASPERF && LJ_TARGET_X64
+#if LJ_HASPERFMEM && LJ_TARGET_X64
 
 #define PERFMEM_MAGIC	0x4c4a4d454d0000ull	/* "LJMEM" << 16 */
 #define PERFMEM_ALLOC	(PERFMEM_MAGIC | 1u)	/* | SKIP << 8 */
@@ -475,6 +475,9 @@ void lj_perfmem_poll(global_State *g)
 
 #else
 
+/* With LJ_HASPERF (arm64, 0009) lj_perfint.h's no-op macros stand in for
+** these, and ljamalg.c would expand them here. */
+#if !LJ_HASPERF
 int lj_perfmem_start(global_State *g, uint64_t rate)
 {
   UNUSED(g); UNUSED(rate);
@@ -485,7 +488,8 @@ void lj_perfmem_stop(global_State *g, int closing)
   UNUSED(g); UNUSED(closing);
 }
 int lj_perfmem_on(global_State *g) { UNUSED(g); return 0; }
-void lj_perfmem_gc(global_State *g, int end) { UNUSED(g); UNUSED(end); }
 void lj_perfmem_poll(global_State *g) { UNUSED(g); }
+#endif
+void lj_perfmem_gc(global_State *g, int end) { UNUSED(g); UNUSED(end); }
 
 #endif

@@ -17,14 +17,18 @@
 /* Start wraps G's allocator (RATE 0: LUAJIT_PERF_MEMRATE or the default);
 ** 0 if it cannot. Stop unwraps it (CLOSING: lua_close).
 */
+#if LJ_HASPERFMEM || !LJ_HASPERF  /* Else lj_perfint.h's no-ops (0009). */
 LJ_FUNC int lj_perfmem_start(global_State *g, uint64_t rate);
 LJ_FUNC void lj_perfmem_stop(global_State *g, int closing);
 LJ_FUNC int lj_perfmem_on(global_State *g);
+#endif
 /* A GC cycle of G starts (END 0) or completes (END 1): lj_gc.c, once per
 ** boundary; nothing per allocation.
 */
 LJ_FUNC void lj_perfmem_gc(global_State *g, int end);
+#if LJ_HASPERFMEM || !LJ_HASPERF
 /* While switched on remotely, at each poll: frees waiting 100 ms go out. */
 LJ_FUNC void lj_perfmem_poll(global_State *g);
+#endif
 
 #endif

@@ -31,7 +31,7 @@
 #include "lj_fprec.h"
 #include "lj_perfint.h"
 
-#if LJ_HASPERF
+#if LJ_HASPERFREMOTE
 
 /* global_State.perfremote: the LUAJIT_PERF_* parts the remote switch
 ** started, and: */
@@ -240,7 +240,8 @@ void lj_perf_inject(global_State *g, void **rbp)
 
 #else
 
-/* Without LJ_HASPERF no control block is there: nothing kicks the VM. */
+/* Without LJ_HASPERFREMOTE (LUAJIT_DISABLE_PERF, arm64) no control block
+** is there: nothing kicks the VM. */
 void LJ_FASTCALL lj_perf_kick(lua_State *L, const BCIns *pc)
 {
   UNUSED(L); UNUSED(pc);

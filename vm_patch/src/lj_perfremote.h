@@ -51,7 +51,7 @@ typedef struct LJPerfCtl {
   uint32_t mem_rate;	/* ljperf: mean bytes between allocation samples
 			** (LUAJIT_PERF_MEM; 0: the default). */
 } LJPerfCtl;
-#if LJ_HASPERF
+#if LJ_HASPERFREMOTE
 LJ_DATA volatile LJPerfCtl lj_perf_ctl;
 LJ_FUNC void LJ_FASTCALL lj_perf_remote(lua_State *L);
 /* At a VM safe point (lj_gc_step, lj_trace_exit): a request changed, or

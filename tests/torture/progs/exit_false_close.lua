@@ -1,6 +1,7 @@
 -- os.exit(false, true): exit status 1 (EXIT_FAILURE) after closing the Lua
 -- state, which runs pending __gc finalizers (userdata and cdata) during
 -- lua_close. Called from a JIT-hot loop inside a callback-free FFI context.
+-- compare: --expect-status 1
 local T = dofile("progs/_tlib.lua")
 local ffi = require("ffi")
 T.section("exit(false, true) runs finalizers at close")

@@ -1,6 +1,7 @@
 -- os.exit(code) from deep inside nested pcalls, a coroutine, a metamethod and
 -- a sort comparator. Expected exit status: 3. Output written with io.write
 -- (buffered) must be flushed by the exit.
+-- compare: --expect-status 3
 local T = dofile("progs/_tlib.lua")
 T.section("exit from depth")
 local function rec(n, f)

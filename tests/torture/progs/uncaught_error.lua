@@ -4,6 +4,7 @@
 -- The traceback's last line names the interpreter's own C entry function by
 -- address ("[C]: at 0x..."), so this test is compared with
 -- --mask-c-addresses.
+-- compare: --expect-status 1 --mask-c-addresses
 local T = dofile("progs/_tlib.lua")
 T.section("uncaught error")
 io.write("stdout before the error\n")

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def args(doc):
-    """(TARBALL, samples per workload: 600 unless given) from the command
+    """(TARBALL or source tree, samples per workload: 600 unless given) from the command
     line, or None after printing doc (-h, --help, or no argument)."""
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(doc.strip())

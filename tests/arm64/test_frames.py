@@ -12,7 +12,7 @@ every chain valid and reaching main. Switched off, the workloads' chains
 carry no Lua frame and reach main. Switched by jit.perf.start/stop("frames")
 from Lua and luaJIT_perf_start/stop from C (0009, status checked by the
 host and demo.lua): the recursion's Lua frames while on, none while off.
-The unpatched VM shows no Lua frame at all (arm64.baseline). Usage: test_frames.py TARBALL [SAMPLES_PER_WORKLOAD]
+The unpatched VM shows no Lua frame at all (arm64.baseline). Usage: test_frames.py TARBALL|DIR [SAMPLES_PER_WORKLOAD]
 """
 
 import os

@@ -22,6 +22,27 @@
 
 #include "lj_obj.h"
 
+#if LJ_HASFPREC || LJ_HASFPWIN  /* arm64's lj_fpwin.c switches through it. */
+#include "lj_fprec.h"
+
+/* lj_dispatch_update() takes a lock flag in upstream 2.1 since 2025 and not
+** in the other trees. Call it with the signature this tree declares: F is
+** only ever called through its real type (the other branch is dead code).
+*/
+typedef void (LJ_FASTCALL *FPDispUpd1)(global_State *g);
+typedef void (LJ_FASTCALL *FPDispUpd2)(global_State *g, int nolock);
+
+void lj_fprec_update(global_State *g)
+{
+  void (*f)(void) = (void (*)(void))lj_dispatch_update;
+  if (__builtin_types_compatible_p(__typeof__(&lj_dispatch_update), FPDispUpd2))
+    ((FPDispUpd2)f)(g, 0);
+  else
+    ((FPDispUpd1)f)(g);
+}
+
+#endif
+
 #if LJ_HASFPREC
 
 #include <stdio.h>
@@ -52,22 +73,6 @@
 #define fprec_anchor(L)	((void **)(L)->fprec_area)
 /* The {caller rbp, return address} record pushed by a VM entry. */
 #define fprec_cfrec(cf)	((void **)((char *)cframe_raw(cf) + CFRAME_SIZE - 16))
-
-/* lj_dispatch_update() takes a lock flag in upstream 2.1 since 2025 and not
-** in the other trees. Call it with the signature this tree declares: F is
-** only ever called through its real type (the other branch is dead code).
-*/
-typedef void (LJ_FASTCALL *FPDispUpd1)(global_State *g);
-typedef void (LJ_FASTCALL *FPDispUpd2)(global_State *g, int nolock);
-
-void lj_fprec_update(global_State *g)
-{
-  void (*f)(void) = (void (*)(void))lj_dispatch_update;
-  if (__builtin_types_compatible_p(__typeof__(&lj_dispatch_update), FPDispUpd2))
-    ((FPDispUpd2)f)(g, 0);
-  else
-    ((FPDispUpd1)f)(g);
-}
 
 /* -- Areas --------------------------------------------------------------- */
 

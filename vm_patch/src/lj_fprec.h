@@ -24,6 +24,10 @@
 enum { FPREC_NVARIANT = 0 FPRECDEF(FPREC_ONE) };
 #undef FPREC_ONE
 
+#if LJ_HASFPREC || LJ_HASFPWIN
+LJ_FUNC void lj_fprec_update(global_State *g);  /* lj_dispatch_update */
+#endif
+
 #if LJ_HASFPREC
 
 #define FPREC_DECL(name, kind)	LJ_ASMF void lj_vm_fp_##name(void);
@@ -62,7 +66,6 @@ LJ_FUNC void lj_fprec_freethread(global_State *g, lua_State *L);
 LJ_FUNC void lj_fprec_resize(lua_State *L, char *oldst, ptrdiff_t delta);
 LJ_FUNC void lj_fprec_close(global_State *g);
 LJ_FUNC void lj_fprec_fixrbp(lua_State *L);
-LJ_FUNC void lj_fprec_update(global_State *g);  /* lj_dispatch_update */
 LJ_FUNC void *lj_fprec_top(lua_State *L);
 LJ_FUNC uint8_t lj_fprec_dispatch(ASMFunction *disp, uint8_t oldmode,
 				  uint8_t mode);

@@ -28,6 +28,7 @@
 #include "lj_frame.h"
 #include "lj_dispatch.h"
 #include "lj_vm.h"
+#include "lj_fprec.h"
 #include "lj_fpwin.h"
 #if LJ_HASFFI
 #include "lj_ctype.h"
@@ -183,7 +184,7 @@ int lj_fpwin_start(lua_State *L)
     if (fpwin_isthread(g, o))
       fpwin_syncthread(gco2th(o));
   g->fpwin_on = 1;
-  lj_dispatch_update(g, 0);
+  lj_fprec_update(g);
   return 1;
 }
 
@@ -192,7 +193,7 @@ void lj_fpwin_stop(lua_State *L)
   global_State *g = G(L);
   if (g->fpwin_on) {
     g->fpwin_on = 0;
-    lj_dispatch_update(g, 0);
+    lj_fprec_update(g);
     fpwin_unlink(L);
   }
 }

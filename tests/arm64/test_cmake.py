@@ -6,6 +6,9 @@ are aarch64 executables whose leaf functions keep frame records (lua_gettop,
 fib_c_seconds begin with "stp x29, x30"), and the demo runs under
 qemu-aarch64 with recording on (LUAJIT_PERF=1), printing its Lua/C split
 and writing its jitdump (into the test's directory; its perf map removed).
+A copy of the tree whose vm_arm64.dasc carries neither arm64 part's marker
+(an arm64 VM older than both, as Tarantool 2.6's) is refused at configure
+in one line naming the VM.
 Usage: test_cmake.py TARBALL
 """
 
@@ -90,6 +93,28 @@ def test(tarball):
               % (p.returncode, (out + err).strip()[-300:]))
         check(os.path.getsize(os.path.join(tmp, "jit-%d.dump" % p.pid)) > 0,
               "fibdemo wrote its jitdump")
+        refuses_old_vm(src, tmp)
+
+
+def refuses_old_vm(src, tmp):
+    """vm_patch/apply picks no arm64 part for a VM without either marker
+    (rolling/: `.macro sp_auth`; beta3/: saveregs' `sub sp, sp, #
+    CFRAME_SPACE`); configure must then refuse, not build without records."""
+    dasc = os.path.join(src, "src", "vm_arm64.dasc")
+    with open(dasc) as f:
+        text = f.read()
+    text = re.sub(r"(?m)^\|\.macro sp_auth", "|.macro old_sp_auth", text)
+    text = re.sub(r"(?m)^\|  sub sp, sp, # CFRAME_SPACE", "|  sub sp, sp, #CFRAME_SPACE", text)
+    with open(dasc, "w") as f:
+        f.write(text)
+    build = os.path.join(tmp, "build-old")
+    p = subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_TOOLCHAIN_FILE=" + TOOLCHAIN,
+                        "-DLJPERF_LUAJIT_SOURCE=" + src, "-DLJPERF_FLAMEGRAPH=OFF"],
+                       capture_output=True, text=True)
+    err = " ".join(p.stderr.split())   # CMake wraps its messages
+    check(p.returncode != 0 and "its arm64 VM (src/vm_arm64.dasc) is older" in err,
+          "configure refuses an arm64 VM older than both parts (exit %d: %s)"
+          % (p.returncode, err[:240]))
 
 
 if __name__ == "__main__":

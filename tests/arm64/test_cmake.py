@@ -19,20 +19,12 @@ import sys
 import tarfile
 import tempfile
 
-from tests.lib.ljptest import check, fail, main, remove_tmp_files
+from tests.lib.ljptest import EM_AARCH64, check, elf_machine, fail, main, remove_tmp_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOOLCHAIN = os.path.join(HERE, "toolchain-aarch64.cmake")
 QEMU = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
-EM_AARCH64 = 183
-
-
-def e_machine(path):
-    with open(path, "rb") as f:
-        head = f.read(20)
-    check(head[:4] == b"\x7fELF", "%s is an ELF file" % os.path.basename(path))
-    return int.from_bytes(head[18:20], "little")
 
 
 def first_insn(binary, symbol):
@@ -73,8 +65,9 @@ def test(tarball):
         luajit = os.path.join(build, "bin", "luajit")
         demo = os.path.join(build, "examples", "demo", "fibdemo")
         for path in (luajit, demo):
-            check(e_machine(path) == EM_AARCH64, "%s is built for aarch64"
-                  % os.path.relpath(path, build))
+            m = elf_machine(path)
+            check(m is not None, "%s is an ELF file" % os.path.basename(path))
+            check(m == EM_AARCH64, "%s is built for aarch64" % os.path.relpath(path, build))
         for binary, leaf in ((luajit, "lua_gettop"), (demo, "fib_c_seconds")):
             insn = first_insn(binary, leaf)
             check(insn.startswith("stp x29, x30"),

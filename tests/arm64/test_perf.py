@@ -25,12 +25,11 @@ import tempfile
 
 from ljperf import inline, jitdump
 from ljperf.resolve import PerfMap
-from tests.lib.ljptest import check, fail, main, remove_tmp_files
+from tests.lib.ljptest import EM_AARCH64, check, fail, main, remove_tmp_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "perf_prog.lua")
 SYSROOT = "/usr/aarch64-linux-gnu"
-EM_AARCH64 = 183
 
 
 def defline(name):

@@ -30,12 +30,11 @@ tools fail the test."""
 
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
-from tests.lib.ljptest import jitdump_under_test
+from tests.lib.ljptest import EM_AARCH64, EM_X86_64, elf_machine, jitdump_under_test
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EMIT_DIR = os.environ.get("LJP_EMIT_DIR") or os.path.join(HERE, "..", "..", "emitter")
@@ -43,7 +42,6 @@ GEN_DUMP = os.environ.get("LJP_GEN_DUMP", "")
 CHECK_ELF = os.environ.get("LJP_CHECK_ELF", "")
 CC = "aarch64-linux-gnu-gcc"
 QEMU = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
-EM_X86_64, EM_AARCH64 = 62, 183
 jitdump = jitdump_under_test()
 
 
@@ -62,14 +60,6 @@ def run(cmd, **kw):
     check(p.returncode == 0, "%s failed (%d):\n%s" % (" ".join(cmd), p.returncode,
                                                       p.stderr[-2000:]))
     return p.stdout
-
-
-def e_machine(path):
-    """e_machine of an ELF file (little-endian), read from its header."""
-    with open(path, "rb") as f:
-        head = f.read(20)
-    check(head[:4] == b"\x7fELF", "%s is not an ELF file" % path)
-    return struct.unpack_from("<H", head, 18)[0]
 
 
 def loads_of(path):
@@ -140,8 +130,9 @@ def test(tmp):
     srcs = [os.path.join(EMIT_DIR, f) for f in ("emit.c", "perfmap.c", "jitdump.c", "inline.c")]
     run([CC, "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wshadow", "-Werror", "-pthread",
          "-I", EMIT_DIR, "-o", gen] + srcs + [os.path.join(HERE, "gen_dump.c")])
-    check(e_machine(gen) == EM_AARCH64, "%s is not an aarch64 binary (e_machine %d)"
-          % (gen, e_machine(gen)))
+    check(elf_machine(gen) is not None, "%s is not an ELF file" % gen)
+    check(elf_machine(gen) == EM_AARCH64, "%s is not an aarch64 binary (e_machine %d)"
+          % (gen, elf_machine(gen)))
     print("cross-built: %s (e_machine %d)" % (os.path.basename(gen), EM_AARCH64))
 
     host_dir = os.path.join(tmp, "host")
@@ -179,7 +170,7 @@ def test(tmp):
     check(seen == {os.path.join(out, s) for s in want},
           "perf inject's MMAP2 events name %s" % sorted(seen))
     print("perf inject --jit: %d jitted .so files (e_machine %d: perf's own build's), "
-          "their MMAP2 events in perf.jit.data" % (len(sos), e_machine(os.path.join(out, sos[0]))))
+          "their MMAP2 events in perf.jit.data" % (len(sos), elf_machine(os.path.join(out, sos[0]))))
     behaviour(tmp)
 
 

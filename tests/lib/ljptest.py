@@ -103,6 +103,20 @@ def fail(msg):
     raise TestFailure(msg)
 
 
+# ELF e_machine values (a jitdump header carries its target's too).
+EM_X86_64, EM_AARCH64 = 62, 183
+
+
+def elf_machine(path):
+    """e_machine of a little-endian ELF file, from its header; None if PATH
+    is not an ELF file."""
+    with open(path, "rb") as f:
+        head = f.read(20)
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    return int.from_bytes(head[18:20], "little")
+
+
 def build_dir():
     return os.environ.get("LJPERF_BUILD") or os.path.join(ROOT, "build")
 

@@ -225,20 +225,27 @@ class Folder:
 # Where a trace's C call goes through while Lua frames are recorded (vm_patch
 # 0007): it stores the call site, so under it the slot's is the last call's.
 CALL_THUNKS = "lj_vm_call_thunks"
+# A trace exit, from its stub until ->vm_fp_exit moves rbp to the slot's next:
+# rbp is still at the slot, whose call site is stale (the last call of
+# whichever trace made one, or a trace's entry). lj_trace_exit, which the
+# handler calls, links to the slot directly in its first instructions.
+EXIT_PATH = frozenset(("lj_vm_exit_stubs", "lj_vm_exit_handler", "lj_trace_exit",
+                       "lj_vm_exit_interp", "lj_vm_fp_exit"))
 
 
 def without_slot(frames):
     """FRAMES (leaf first) without the call sites the record slot of trace
     code adds (vm_patch 0007): under trace code or a call thunk its last call
     site, under a framed callee of a trace the call site that callee's record
-    has too."""
+    has too, under a trace exit's code a stale one."""
     out = None
     for i in range(1, len(frames)):
         fr = frames[i]
         prev = frames[i - 1]
         if fr.kind == K_TRACE and (
                 (prev.kind == K_TRACE and (i == 1 or prev is fr)) or
-                (i == 1 and prev.name == CALL_THUNKS)):
+                (i == 1 and prev.name == CALL_THUNKS) or
+                prev.name in EXIT_PATH):
             if out is None:
                 out = list(frames[:i])
         elif out is not None:

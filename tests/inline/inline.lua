@@ -1,13 +1,16 @@
 -- Workloads for inlined trace frames (tests/inline/test_inline.py), JIT on.
--- usage: luajit inline.lua FFILIB CMODDIR [SECONDS]
+-- usage: luajit inline.lua FFILIB CMODDIR [SECONDS [ROUNDS]]
 -- Prints one line per phase; the first ("costs") is the ground truth: the
 -- time per call of f1, f2 and f3 measured alone, each in its own loop.
+-- ROUNDS (default 1) runs the phases again, with the traces of the first
+-- round, each round after a line "round N".
 local ffi = require("ffi")
 ffi.cdef[[double ffilib_spin(long n); double ffilib_frameless(double y, long n); double ffilib_tiny(double y);]]
 local lib = ffi.load(assert(arg[1], "usage: inline.lua FFILIB CMODDIR [SECONDS]"))
 package.cpath = assert(arg[2]) .. "/?.so;" .. package.cpath
 local cmod = require("cmod")
 local SECONDS = tonumber(arg[3]) or 1.5
+local ROUNDS = tonumber(arg[4]) or 1
 local clock = os.clock
 
 -- Chains of 12, 24, 48 dependent multiply-adds (each call needs the last one's
@@ -103,6 +106,26 @@ local function stitchloop(n)
   for _ = 1, n do y = s1(y) + cmod.spin(10) * 0 end
   return y
 end
+-- rinner's loop trace leaves at its end into a side trace that returns
+-- below its start frame and does rmid's work there (f2, inlined).
+local function rinner(n) local s = 0 for i = 1, n do s = s + i end return s end
+local function rmid(n)
+  local y = f2(rinner(n) * 1e-3)  -- not a tail call: rmid keeps its frame
+  return y
+end
+local function retloop(n) local y = 0 for _ = 1, n do y = y + rmid(8) end return y end
+
+-- The trace calls C in k3 (inlined), then leaves at the branch, in
+-- exitloop's own frame, every other iteration (the phase runs with
+-- hotexit=1000: an exit count is 8 bits, so no side trace is ever made).
+local function exitloop(n)
+  local y = 1
+  for i = 1, n do
+    y = k3(y)
+    if i % 2 == 0 then y = y + 1 end
+  end
+  return y
+end
 
 -- Seconds per iteration of F over N iterations (the best of three).
 local function timed(f, n)
@@ -128,17 +151,24 @@ end
 jit.off(run)
 
 local N = 200000
-local t0 = timed(none, N)
-local c1, c2, c3 = timed(only1, N) - t0, timed(only2, N) - t0, timed(only3, N) - t0
-print(("costs f1=%.4g f2=%.4g f3=%.4g"):format(c1, c2, c3))
-local k1c, k2c, k3c = timed(onlyk1, N) - t0, timed(onlyk2, N) - t0, timed(onlyk3, N) - t0
-print(("callcosts k1=%.4g k2=%.4g k3=%.4g"):format(k1c, k2c, k3c))
-io.stdout:flush()
-run("mix", mix, N)
-run("callmix", callmix, N)
-run("twolevel", twolevel, N)
-run("ffiloop", ffiloop, 2000)
-run("sideloop", sideloop, N)
-run("callloop", callloop, 2000)
-run("linkloop", linkloop, 2000)
-run("stitchloop", stitchloop, 20000)
+for round = 1, ROUNDS do
+  if round > 1 then print("round " .. round) io.stdout:flush() end
+  local t0 = timed(none, N)
+  local c1, c2, c3 = timed(only1, N) - t0, timed(only2, N) - t0, timed(only3, N) - t0
+  print(("costs f1=%.4g f2=%.4g f3=%.4g"):format(c1, c2, c3))
+  local k1c, k2c, k3c = timed(onlyk1, N) - t0, timed(onlyk2, N) - t0, timed(onlyk3, N) - t0
+  print(("callcosts k1=%.4g k2=%.4g k3=%.4g"):format(k1c, k2c, k3c))
+  io.stdout:flush()
+  run("mix", mix, N)
+  run("callmix", callmix, N)
+  run("twolevel", twolevel, N)
+  run("ffiloop", ffiloop, 2000)
+  run("sideloop", sideloop, N)
+  run("callloop", callloop, 2000)
+  run("linkloop", linkloop, 2000)
+  run("stitchloop", stitchloop, 20000)
+  run("retloop", retloop, N)
+  jit.opt.start("hotexit=1000")
+  run("exitloop", exitloop, N)
+  jit.opt.start("hotexit=10")
+end

@@ -10,9 +10,17 @@ usage: test_inline.py CASE
             called through the FFI from inlined code (under that function),
             a side trace's inlined functions, a stitched trace, a function
             with its own loop trace (its own frame, not merged), a frame a
-            trace made before jumping into another trace, lines of inlined
-            frames (--lines) and perf's own srcline of trace code
-            (the jitdump DEBUG_INFO gives the innermost line).
+            trace made before jumping into another trace, a side trace's
+            work after it returned below its start frame (under the
+            function it returned to), a trace exit's work under the frame
+            it exits in, lines of inlined frames (--lines) and perf's own
+            srcline of trace code (the jitdump DEBUG_INFO gives the
+            innermost line).
+  attached  `ljperf record -p` of inline.lua in its second round: the
+            traces of the first round, made before the jitdump started, are
+            described with inline ranges from their snapshots (the file
+            checked as in format); linkloop's link path and retloop's
+            return below its start frame come out as with shares.
   format    jit-PID.dump.inline as the VM wrote it for inline.lua: every
             trace it describes is a trace load of the jitdump (same index,
             address, size), ranges inside the code, every frame's PC inside a
@@ -139,6 +147,15 @@ def fraction(st, phase, pred, what, need):
     t.check(p >= need, "%s: %s in >= %d%% of its samples (%.1f%%)" % (phase, what, need, p))
 
 
+def func_lines(name):
+    """The lines of inline.lua's local function NAME, header to end."""
+    with open(os.path.join(HERE, "inline.lua")) as f:
+        lines = f.read().split("\n")
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("local function %s(" % name))
+    last = next(i for i in range(first, len(lines)) if lines[i] == "end")
+    return range(first + 1, last + 2)
+
+
 def names(fr):
     return [fname(f) for f in fr]
 
@@ -180,10 +197,19 @@ def case_shares(s):
              "mid (from the link) > inner", 80)
     # A stitched trace (after cmod.spin) inlines s1's tail call to f3.
     fraction(st, "stitchloop", lambda fr: "f3" in names(fr)[1:], "f3 in the stitched trace", 20)
+    check_retloop(st, "retloop")
+    # Trace exits: the exit's own work sits under the frame the trace exits
+    # in (exitloop), not under k3, whose C call left the slot's call site.
+    rows = [(fr, n) for fr, n in under(st, "exitloop") if "lj_trace_exit" in fr]
+    tot = sum(n for _, n in rows)
+    bad = [fr for fr, n in rows if fname(fr[fr.index("lj_trace_exit") - 1]) != "exitloop"]
+    t.check(tot // PERIOD >= 20 and not bad,
+            "exitloop: every sample in lj_trace_exit (%d) right under exitloop's frame%s"
+            % (tot // PERIOD, "; not: " + ";".join(bad[0]) if bad else ""))
     # --lines: inlined frames carry lines of their own function.
     r = s.ljperf(["report", out, "--lines"])
     t.check(r.returncode == 0, "ljperf report --lines succeeds")
-    body = {"f3": range(29, 38), "g1": range(42, 47)}
+    body = {f: func_lines(f) for f in ("f3", "g1")}
     seen = collections.Counter()
     for fr, n in stacks(out):
         for f in fr:
@@ -206,6 +232,72 @@ def case_shares(s):
             % sorted(lines))
 
 
+def check_retloop(st, what):
+    """retloop: rmid's work, done by a side trace of rinner's loop after it
+    returned below its start frame, under retloop (rinner has returned);
+    rinner itself only ever under rmid."""
+    rows = under(st, "retloop")
+    tot = sum(n for _, n in rows)
+    mid = sum(n for fr, n in rows if names(fr)[1:2] == ["rmid"])
+    bad = [fr for fr, n in rows if names(fr)[1:2] == ["rinner"]]
+    t.check(tot // PERIOD >= 50 and mid >= 0.5 * tot and not bad,
+            "%s: retloop > rmid in %d of its %d samples, rinner never right under "
+            "retloop%s" % (what, mid // PERIOD, tot // PERIOD,
+                           "; it is: " + ";".join(bad[0]) if bad else ""))
+
+
+def case_attached(s):
+    """Traces compiled before recording starts (`ljperf record -p`) get
+    inline stacks from their snapshots: the link path of linkloop, and
+    retloop's return below its start frame."""
+    lib = t.built("tests", "fpchain", "libffilib.so")
+    cmod = os.path.dirname(t.built("tests", "fpchain", "cmod.so"))
+    p = s.start([t.built("bin", "luajit"), os.path.join(HERE, "inline.lua"), lib, cmod,
+                 "0.5", "3"], stdout=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if line.startswith("round 2"):
+            break
+    else:
+        t.fail("inline.lua ended before its second round")
+    out = s.path("out")
+    r = s.ljperf(["record", "-p", str(p.pid), "--duration", "7", "-F", str(FREQ), "-o", out])
+    t.check(r.returncode == 0, "ljperf record -p succeeds: " + t.last_line(r.stderr))
+    p.stdout.read()
+    t.check(p.wait(timeout=120) == 0, "inline.lua runs to its end")
+    dumps = glob.glob(os.path.join(out, "jit-*.dump"))
+    t.check(len(dumps) == 1, "one jitdump")
+    check_records(dumps[0], lambda ntrace, ninl: ninl == ntrace and ntrace >= 8)
+    st = stacks(out)
+    fraction(st, "linkloop", lambda fr: names(fr)[1:3] == ["mid", "inner"],
+             "mid (from the link) > inner", 80)
+    check_retloop(st, "attached")
+
+
+def check_records(dump, enough):
+    """The jit-PID.dump.inline of DUMP: every record a trace load of DUMP
+    (same index, address and size), ranges from 0, every frame's PC inside a
+    prototype load; ENOUGH(trace loads, records) holds. Returns the records."""
+    from ljperf import jitdump
+    from ljperf import inline as jitinline
+    loads = [x for x in jitdump.read(dump) if isinstance(x, jitdump.CodeLoad)]
+    by_index = {x.code_index: x for x in loads}
+    protos = [x for x in loads if not x.name.startswith(("TRACE_", "lj_vm_"))]
+    traces = list(jitinline.read(dump + ".inline"))
+    ntrace = sum(1 for x in loads if x.name.startswith("TRACE_"))
+    print("%d trace loads, %d with inline ranges" % (ntrace, len(traces)))
+    t.check(enough(ntrace, len(traces)), "inline ranges for the traces (%d of %d)"
+            % (len(traces), ntrace))
+    for tr in traces:
+        ld = by_index.get(tr.index)
+        t.check(ld is not None and ld.name.startswith("TRACE_") and ld.code_addr == tr.addr
+                and ld.code_size == tr.size, "trace %d matches its load" % tr.index)
+        t.check(tr.ranges and tr.ranges[0][0] == 0, "trace %d: ranges start at 0" % tr.index)
+        for pc, _ in tr.nodes:
+            t.check(any(p.code_addr < pc <= p.code_addr + p.code_size for p in protos),
+                    "trace %d: frame PC %#x inside a prototype" % (tr.index, pc))
+    return traces
+
+
 def case_format(s):
     from ljperf import jitdump
     from ljperf import inline as jitinline
@@ -218,21 +310,7 @@ def case_format(s):
     dumps = glob.glob(os.path.join(s.dir, "jit-*.dump"))
     t.check(len(dumps) == 1, "one jitdump")
     s.pids.add(int(os.path.basename(dumps[0])[4:-5]))
-    loads = [x for x in jitdump.read(dumps[0]) if isinstance(x, jitdump.CodeLoad)]
-    by_index = {x.code_index: x for x in loads}
-    protos = [x for x in loads if not x.name.startswith(("TRACE_", "lj_vm_"))]
-    traces = list(jitinline.read(dumps[0] + ".inline"))
-    ntrace = sum(1 for x in loads if x.name.startswith("TRACE_"))
-    print("%d trace loads, %d with inline ranges" % (ntrace, len(traces)))
-    t.check(len(traces) == ntrace and ntrace >= 8, "every trace has inline ranges")
-    for tr in traces:
-        ld = by_index.get(tr.index)
-        t.check(ld is not None and ld.name.startswith("TRACE_") and ld.code_addr == tr.addr
-                and ld.code_size == tr.size, "trace %d matches its load" % tr.index)
-        t.check(tr.ranges and tr.ranges[0][0] == 0, "trace %d: ranges start at 0" % tr.index)
-        for pc, _ in tr.nodes:
-            t.check(any(p.code_addr < pc <= p.code_addr + p.code_size for p in protos),
-                    "trace %d: frame PC %#x inside a prototype" % (tr.index, pc))
+    traces = check_records(dumps[0], lambda ntrace, ninl: ninl == ntrace and ntrace >= 8)
     data = open(dumps[0] + ".inline", "rb").read()
     starts, at = [], 16                 # records after "ljperf-inline 2\n" (emitter/inline.c)
     while at < len(data):
@@ -371,7 +449,7 @@ def case_identity(s):
 
 if __name__ == "__main__":
     case = sys.argv[1] if len(sys.argv) > 1 else ""
-    fn = {"shares": case_shares, "format": case_format,
+    fn = {"shares": case_shares, "format": case_format, "attached": case_attached,
           "identity": case_identity}.get(case)
     if fn is None:
         sys.exit(__doc__)

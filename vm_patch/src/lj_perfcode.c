@@ -140,7 +140,7 @@ static BCLine perf_snapline(GCtrace *T, SnapShot *snap, GCproto *pt)
 
 #ifdef LJ_UNWIND_JIT  /* Snapshots know their machine code offset. */
 #define PERF_NSNAP(T)		((T)->nsnap)
-#define PERF_SNAPOFS(snap)	((snap)->mcofs)
+#define PERF_SNAPOFS(snap)	((uint32_t)(snap)->mcofs * (uint32_t)sizeof(MCode))
 #else  /* Older LuaJIT (e.g. Tarantool's): the start line only. */
 #define PERF_NSNAP(T)		((T)->nsnap ? 1 : 0)
 #define PERF_SNAPOFS(snap)	0
@@ -286,6 +286,97 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   return 1;
 }
 
+#if LJ_FR2 && defined(LJ_UNWIND_JIT)
+#define PERF_SNAPDEPTH	64	/* Deeper snapshots: no stacks for the trace. */
+
+/* Inline stacks of trace T from its snapshots, for a trace compiled while
+** positions were not tracked (described when the jitdump started later):
+** the frames of each snapshot (its PC, and the return PC in each Lua frame
+** link) stand for the machine code from its offset to the next one's. A
+** stitch's continuation holds the PC of the caller of the C function on
+** top. 0: another frame link (a metamethod's continuation: its caller's PC
+** is not in the snapshot), too deep, or no memory.
+*/
+static int perf_snapinline(GCtrace *T, PerfInl *pi)
+{
+  SnapNo i;
+  size_t nmax = 0;
+  uint32_t last = 0;
+  uint64_t ppc[PERF_SNAPDEPTH];  /* The previous snapshot's frames... */
+  uint32_t pnode[PERF_SNAPDEPTH];  /* ...and their nodes. */
+  MSize pn = 0;
+  for (i = 0; i < T->nsnap; i++)
+    nmax += T->snap[i].nent + 1u;  /* Bounds the frames of all snapshots. */
+  {
+    size_t sz = nmax*sizeof(LJPInlNode) + (size_t)T->nsnap*sizeof(LJPInlRange);
+    char *blk = sz <= sizeof(pi->stk) ? (char *)pi->stk : (char *)malloc(sz);
+    if (!blk) return 0;
+    pi->node = (LJPInlNode *)blk;
+    pi->range = (LJPInlRange *)(blk + nmax*sizeof(LJPInlNode));
+  }
+  for (i = 0; i < T->nsnap; i++) {
+    SnapShot *snap = &T->snap[i];
+    SnapEntry *map = &T->snapmap[snap->mapofs];
+    uint64_t pcs[PERF_SNAPDEPTH];  /* Outermost frame first. */
+    MSize n, np = 0, k;
+    uint32_t node = 0, off = i ? PERF_SNAPOFS(snap) : 0;
+    int cont = 0;  /* 1: a stitch's PC came last, 2: and its C frame. */
+    for (n = 0; n < snap->nent; n++) {
+      uint64_t link;
+      if (!(map[n] & (SNAP_FRAME|SNAP_CONT)) || !irref_isk(snap_ref(map[n])) ||
+	  T->ir[snap_ref(map[n])].o != IR_KNUM)
+	continue;  /* Not a link (a function is a KGC; slot 1's is nil). */
+      link = ir_knum(&T->ir[snap_ref(map[n])])->u64;
+      if ((link & FRAME_TYPEP) == FRAME_VARG) continue;  /* Same function. */
+      if ((link & FRAME_TYPEP) == FRAME_CONT && cont == 1 &&
+	  !(map[n] & SNAP_CONT)) {
+	cont = 2;  /* The stitched C function's frame. */
+	continue;
+      }
+      if ((link & FRAME_TYPE) != FRAME_LUA || np == PERF_SNAPDEPTH-1)
+	return 0;
+      pcs[np++] = link;  /* Where the frame below resumes. */
+      cont = (map[n] & SNAP_CONT) ? 1 : 0;
+    }
+    if (cont == 1) return 0;  /* A stitch's PC without its C frame. */
+    if (cont == 0)  /* Else the C function's: its caller's PC is the last. */
+      pcs[np++] = (uint64_t)(uintptr_t)(snap_pc(&map[snap->nent]) + 1);
+    for (k = 0; k < np; k++) {  /* Nodes: the previous path's, then new. */
+      if (k < pn && ppc[k] == pcs[k] && (k == 0 || pnode[k-1] == node)) {
+	node = pnode[k];
+      } else {
+	LJPInlNode *nd = &pi->node[pi->nnode++];
+	nd->pc = pcs[k];
+	nd->parent = node;
+	nd->pad = 0;
+	node = (uint32_t)pi->nnode;
+      }
+      ppc[k] = pcs[k];
+      pnode[k] = node;
+    }
+    pn = np;
+    last = node;
+    if (off >= T->szmcode || (pi->nrange && off < pi->range[pi->nrange-1].off))
+      continue;  /* No code of its own (the reader wants ranges inside). */
+    if (pi->nrange && off == pi->range[pi->nrange-1].off)
+      pi->nrange--;  /* The previous snapshot has no code: this one's. */
+    if (pi->nrange && pi->range[pi->nrange-1].node == node) continue;
+    pi->range[pi->nrange].off = off;
+    pi->range[pi->nrange++].node = node;
+  }
+  if (!pi->nrange) return 0;
+  pi->traceno = T->traceno;
+  pi->root = T->root ? T->root : T->traceno;
+  if (T->linktype == LJ_TRLINK_ROOT && T->link) {  /* The last snapshot's. */
+    pi->link = T->link;
+    pi->linknode = last;
+  }
+  return 1;
+}
+#else
+#define perf_snapinline(T, pi)	(UNUSED(T), UNUSED(pi), 0)
+#endif
+
 #else  /* Without trace positions: none. */
 
 static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
@@ -295,10 +386,13 @@ static int perf_inline(GCtrace *T, TracePos *tp, PerfInl *pi, PerfLines *pl,
   UNUSED(rootline);
   return 0;
 }
+#define perf_snapinline(T, pi)	(UNUSED(T), UNUSED(pi), 0)
 
 #endif
 
-static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
+/* Describes trace T: TP its positions (NULL: none), SNAPS: without them,
+** inline stacks from its snapshots (the inline file is wanted). */
+static void perf_trace(GCtrace *T, TracePos *tp, int snaps, PerfChunk *chunk)
 {
   GCproto *pt = gco2pt(gcref(T->startpt));
   char nbuf[PERF_NAMESZ];
@@ -337,6 +431,11 @@ static void perf_trace(GCtrace *T, TracePos *tp, PerfChunk *chunk)
     }
   }
   if (!ok) { pl.n = 0; ljp_emit_drop(LJP_DROP_LINES); }
+  if (!hasinl && snaps) {
+    perf_inl_free(&pi);  /* What positions left, if they failed midway. */
+    memset(&pi, 0, offsetof(PerfInl, files));
+    hasinl = perf_snapinline(T, &pi);
+  }
   inl.node = pi.node; inl.nnode = pi.nnode;
   inl.range = pi.range; inl.nrange = pi.nrange;
   inl.traceno = pi.traceno; inl.root = pi.root;
@@ -439,7 +538,7 @@ size_t lj_perf_all(global_State *g)
 #endif
   for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
     if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode && perf_live(g, o))
-      perf_trace(gco2trace(o), NULL, &chunk);
+      perf_trace(gco2trace(o), NULL, perf_tracepos(G2J(g)) != NULL, &chunk);
   perf_stubs(G2J(g), 1);
 #if LJ_HASTRACEPP
   if ((g->dispatchmode & DISPMODE_FPREC)) lj_tracepp_flip(G2J(g), 1);
@@ -485,7 +584,7 @@ void lj_perf_trace(jit_State *J, GCtrace *T)
   if (!(g->perfmask & PERF_EMIT) || !perf_begin(g)) return;
   chunk.cs = NULL; chunk.builtin = 0;
   perf_stubs(J, 0);  /* The trace's exits may have made new groups. */
-  perf_trace(T, perf_tracepos(J), &chunk);
+  perf_trace(T, perf_tracepos(J), perf_tracepos(J) != NULL, &chunk);
 }
 #endif
 

@@ -266,17 +266,17 @@ def case_attached(s):
     t.check(p.wait(timeout=120) == 0, "inline.lua runs to its end")
     dumps = glob.glob(os.path.join(out, "jit-*.dump"))
     t.check(len(dumps) == 1, "one jitdump")
-    check_records(dumps[0], lambda ntrace, ninl: ninl == ntrace and ntrace >= 8)
+    check_records(dumps[0])
     st = stacks(out)
     fraction(st, "linkloop", lambda fr: names(fr)[1:3] == ["mid", "inner"],
              "mid (from the link) > inner", 80)
     check_retloop(st, "attached")
 
 
-def check_records(dump, enough):
-    """The jit-PID.dump.inline of DUMP: every record a trace load of DUMP
-    (same index, address and size), ranges from 0, every frame's PC inside a
-    prototype load; ENOUGH(trace loads, records) holds. Returns the records."""
+def check_records(dump):
+    """The jit-PID.dump.inline of DUMP: one record per trace load of DUMP
+    (at least 8; same index, address and size), ranges from 0, every frame's
+    PC inside a prototype load. Returns the records."""
     from ljperf import jitdump
     from ljperf import inline as jitinline
     loads = [x for x in jitdump.read(dump) if isinstance(x, jitdump.CodeLoad)]
@@ -285,7 +285,7 @@ def check_records(dump, enough):
     traces = list(jitinline.read(dump + ".inline"))
     ntrace = sum(1 for x in loads if x.name.startswith("TRACE_"))
     print("%d trace loads, %d with inline ranges" % (ntrace, len(traces)))
-    t.check(enough(ntrace, len(traces)), "inline ranges for the traces (%d of %d)"
+    t.check(len(traces) == ntrace and ntrace >= 8, "inline ranges for the traces (%d of %d)"
             % (len(traces), ntrace))
     for tr in traces:
         ld = by_index.get(tr.index)
@@ -310,7 +310,7 @@ def case_format(s):
     dumps = glob.glob(os.path.join(s.dir, "jit-*.dump"))
     t.check(len(dumps) == 1, "one jitdump")
     s.pids.add(int(os.path.basename(dumps[0])[4:-5]))
-    traces = check_records(dumps[0], lambda ntrace, ninl: ninl == ntrace and ntrace >= 8)
+    traces = check_records(dumps[0])
     data = open(dumps[0] + ".inline", "rb").read()
     starts, at = [], 16                 # records after "ljperf-inline 2\n" (emitter/inline.c)
     while at < len(data):

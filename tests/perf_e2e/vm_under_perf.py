@@ -31,6 +31,9 @@ Tests (ctest perf_e2e.TEST):
   names.map           no inject: traces named from /tmp/perf-PID.map.
   flush               jit.flush between rounds: TRACE_1 of each round named
                       after its own function.
+  flush.start         jit.perf.start right after jit.flush: the flushed traces
+                      (still in the heap, their machine code freed) are not
+                      described; the program runs on, its new trace is.
   reuse.interp|jit    freed prototypes' addresses reused by later chunks: the
                       samples of each round resolve to the newest load.
   mprotect            60 traces compiled while an old one stays hot: 60 anon
@@ -539,6 +542,19 @@ def check_pc_lines(s, data, pid, dump, fns):
 
 def phases(run):
     return [(int(w[0]), float(w[1]), float(w[2])) for w in run.lines("phase")]
+
+
+def test_flush_start():
+    with Session() as s:
+        r = s.run([LUAJIT, "flushstart.lua"], perf=False)
+        check("start\ttrue" in r.stdout and "result\t" in r.stdout,
+              "flushstart.lua ran to its end: %r" % r.stdout)
+        names = [l.name for l in loads_of(s.dump_path(s.only_pid())) if is_trace(l.name)]
+        check(names and all(re.match(r"TRACE_[1-9]\d*::flushstart\.lua:4::f@", n) for n in names),
+              "only the trace made after the start described: %s" % names)
+        info("flush.start: %d trace described (%s)" % (len(names), ", ".join(names)))
+        s.finish()
+    return True
 
 
 def test_flush():
@@ -1180,6 +1196,7 @@ TESTS = {
     "names.stdin": lambda: test_names("stdin"),
     "names.map": lambda: test_names("map"),
     "flush": test_flush,
+    "flush.start": test_flush_start,
     "reuse.interp": lambda: test_reuse("interp"),
     "reuse.jit": lambda: test_reuse("jit"),
     "mprotect": test_mprotect,

@@ -536,9 +536,15 @@ size_t lj_perf_all(global_State *g)
 #if LJ_HASTRACEPP  /* Traces are described with their patch points off. */
   if ((g->dispatchmode & DISPMODE_FPREC)) lj_tracepp_flip(G2J(g), 0);
 #endif
-  for (o = gcref(g->gc.root); o != NULL; o = gcref(o->gch.nextgc))
-    if (o->gch.gct == ~LJ_TTRACE && gco2trace(o)->mcode && perf_live(g, o))
-      perf_trace(gco2trace(o), NULL, perf_tracepos(G2J(g)) != NULL, &chunk);
+  {  /* The traces in J->trace: a flushed one (jit.flush, a full mcode
+     ** area) may stay in the heap, its machine code freed. */
+    jit_State *J = G2J(g);
+    TraceNo i;
+    for (i = 1; i < (TraceNo)J->sizetrace; i++) {
+      GCtrace *T = traceref(J, i);
+      if (T && T->mcode) perf_trace(T, NULL, perf_tracepos(J) != NULL, &chunk);
+    }
+  }
   perf_stubs(G2J(g), 1);
 #if LJ_HASTRACEPP
   if ((g->dispatchmode & DISPMODE_FPREC)) lj_tracepp_flip(G2J(g), 1);

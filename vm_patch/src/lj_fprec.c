@@ -368,6 +368,23 @@ void *lj_fprec_exit(lua_State *L, const BCIns *pc)
   return top;
 }
 
+#if LJ_HASTRACEPP
+/* Called by ->vm_fp_link while recording: a trace jumps to a trace that
+** starts at BASE, in a frame it made above the lowest base (the frames'
+** links are on the stack). Writes their records, PC the target's start,
+** and returns the one at BASE.
+*/
+void *lj_fprec_tracelink(lua_State *L, TValue *base, const BCIns *pc)
+{
+  TValue *obase = L->base;
+  void *top;
+  L->base = base;
+  top = fprec_link(L, mref(G(L)->fprec_vbase, TValue), pc, FP_WRITE, NULL);
+  L->base = obase;
+  return top;
+}
+#endif
+
 #if LJ_FPREC_ASSERT
 static void fprec_fail(const char *what)
 {

@@ -73,6 +73,10 @@ LJ_FUNC void lj_fprec_heads(ASMFunction *disp, uint8_t mode,
 			    ASMFunction f_funcf);
 LJ_FUNC ASMFunction lj_fprec_ins(uint8_t mode, BCOp op);
 LJ_FUNCA void *lj_fprec_exit(lua_State *L, const BCIns *pc);
+#if LJ_HASTRACEPP
+LJ_FUNCA void *lj_fprec_tracelink(lua_State *L, TValue *base,
+				  const BCIns *pc);
+#endif
 #if LJ_FPREC_ASSERT
 LJ_FUNCA void lj_fprec_check(lua_State *L, TValue *base, intptr_t k,
 			     void **rbp, const BCIns *pc);

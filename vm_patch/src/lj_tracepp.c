@@ -9,7 +9,12 @@
 ** or not, to the trace's code at the call and on through the Lua frames.
 ** ->vm_fp_jentry sets rbp, next and (to the trace's entry: perf then reads
 ** trace code, never a stale word) the call site when the interpreter enters
-** a trace; RETF moves next (asm_retf), and a trace exit relinks rbp.
+** a trace; RETF moves next (asm_retf), and a trace exit relinks rbp. A
+** trace that jumps to another trace in a frame it made (BASE moves up: a
+** loop calling a function with a loop of its own, an up-recursion) goes
+** through ->vm_fp_link, which writes the records of the frames it made
+** (lj_fprec_tracelink) and points next at the target's: so in trace code,
+** next is always the record of the frame at BASE, the lowest base.
 **
 ** That work sits behind patch points the assembler reserves (lj_asm_x86.h):
 ** - before a block in line (RETF's, and a call whose target must stay: a
@@ -17,6 +22,9 @@
 ** - a C call's own target (its rel32, or the literal a far call goes
 **   through): a thunk at the MCode area's bottom while recording, which
 **   stores the call site and jumps on (asm_ppcall). Off costs nothing.
+** - a link's jump into a frame the trace made: a thunk while recording,
+**   which hands the target's entry and start PC to ->vm_fp_link
+**   (asm_pplink). Off costs nothing; a link at the same base needs none.
 ** Every trace is assembled in the off form, whatever the mode, so its IR,
 ** layout, addresses and jitdump never depend on it.
 **

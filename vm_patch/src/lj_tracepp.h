@@ -18,6 +18,8 @@
 
 #if LJ_HASJIT && LJ_HASFPREC
 
+/* Links into a frame a trace made go through it while recording. */
+LJ_ASMF void lj_vm_fp_link(void);
 LJ_FUNC void lj_tracepp_init(global_State *g);
 LJ_FUNC void lj_tracepp_add(jit_State *J, MCode *p, MSize len, uint64_t off,
 			   uint64_t on);

@@ -103,47 +103,23 @@ class Folder:
             label += "_[j]"
         return (label, "trace", ln, None)
 
-    def _trace(self, fr, leaf, below):
+    def _trace(self, fr, leaf):
         """(printed frames of trace frame FR leaf first, its root function).
         Frames: the Lua functions the trace has at its address
         (jit-PID.dump.inline), innermost first, down to its root frame: the
         function its root trace started in (for a root trace, the function
         FR names; a trace that returned below its start frame: the caller
         it returned to); without inline information FR's function, with the
-        line the jitdump gives. Then the frames other traces made between
-        that root frame and BELOW (the Lua frame under it in the chain)
-        before they jumped into this trace (Dump.link_path)."""
+        line the jitdump gives. The frames under it are records: a trace
+        that jumps into another one in a frame it made writes their records
+        (vm_patch 0007), so the chain holds them."""
         ld = fr.load or self.res.load_of(fr)
         chain = None
         if ld is not None and fr.off is not None:
             chain = ld.inline_at(fr.off if leaf or fr.off == 0 else fr.off - 1)
         if not chain:
-            out, root = [self._jitted(fr.label, fr)], fr.label
-        else:
-            out = [self._jitted(f.label, f) for f in chain]
-            root = chain[-1].label
-        if below is not None and below.label not in (root, fr.label) and ld is not None \
-                and ld.dump is not None:
-            path = ld.dump.link_path(ld, below.label)
-            # A trace that returned below its root trace's root frame
-            # already shows the frame it returned to: the path goes on under it.
-            k = next((i for i, f in enumerate(path or ()) if f.label == root), None)
-            if k is not None:
-                path = path[k + 1:]
-            if path:
-                out.extend(self._jitted(f.label, f) for f in path)
-        return out, root
-
-    def _below(self, frames, i):
-        """The Lua frame right under frames[I] (VM plumbing skipped), named,
-        or None."""
-        for fr in frames[i + 1:]:
-            if fr.kind == K_VM:
-                continue
-            if fr.kind == K_LUA and fr.label is None:
-                self._fill_name(fr)
-            return fr if fr.kind == K_LUA and fr.label is not None else None
-        return None
+            return [self._jitted(fr.label, fr)], fr.label
+        return [self._jitted(f.label, f) for f in chain], chain[-1].label
 
     def fold(self, frames, leafline):
         """Printed frames of FRAMES (leaf first), root first. Rules (see
@@ -185,7 +161,7 @@ class Folder:
                     prev_owner = stale = prev_builtin = None
                 first_lua = False
             elif k == K_TRACE:
-                printed, prev_owner = self._trace(fr, i == 0, self._below(frames, i))
+                printed, prev_owner = self._trace(fr, i == 0)
                 out.extend(printed)
                 stale = fr.label if fr.label != prev_owner else None
                 prev_builtin = None
@@ -228,9 +204,11 @@ CALL_THUNKS = "lj_vm_call_thunks"
 # A trace exit, from its stub until ->vm_fp_exit moves rbp to the slot's next:
 # rbp is still at the slot, whose call site is stale (the last call of
 # whichever trace made one, or a trace's entry). lj_trace_exit, which the
-# handler calls, links to the slot directly in its first instructions.
+# handler calls, links to the slot directly in its first instructions. The
+# same while ->vm_fp_link writes the records of a link into a deeper frame.
 EXIT_PATH = frozenset(("lj_vm_exit_stubs", "lj_vm_exit_handler", "lj_trace_exit",
-                       "lj_vm_exit_interp", "lj_vm_fp_exit"))
+                       "lj_vm_exit_interp", "lj_vm_fp_exit", "lj_vm_fp_link",
+                       "lj_fprec_tracelink"))
 
 
 def without_slot(frames):

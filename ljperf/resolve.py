@@ -13,7 +13,7 @@ from bisect import bisect_right
 
 from ljperf import inline
 from ljperf import jitdump
-from ljperf.frames import K_C, clean_name, name_frame, parse_trace_name
+from ljperf.frames import K_C, clean_name, name_frame
 
 class Load:
     """One CODE_LOAD (plus the DEBUG_INFO written before it)."""
@@ -35,7 +35,6 @@ class Load:
         self.inl = None        # a trace's inline ranges: (offsets, frames)
         self.traceno = None    # a trace's number (with inline ranges)
         self.root = None       # its root trace's number (itself for a root trace)
-        self.dump = None       # the Dump holding it (with inline ranges)
 
     def line_at(self, addr):
         """Line of ADDR: the DEBUG_INFO entry with the greatest addr <= ADDR
@@ -100,7 +99,6 @@ class Dump:
         self.tids = set(ld.tid for ld in loads)
         self._r = _Ranges(loads)
         self.warnings = warnings
-        self.preds, self.roots = {}, {}    # see add_inline
 
     def candidates(self, addr):
         """Loads covering ADDR, oldest first (timestamp, then file order)."""
@@ -111,10 +109,7 @@ class Dump:
     def add_inline(self, traces):
         """Attaches inline.Trace objects to their trace loads: LOAD.inl =
         (range offsets, per range the Lua frames innermost first, the
-        root frame last; None: the root frame only), and notes which
-        traces jump into which root trace (link_path)."""
-        self.preds = {}        # root traceno -> [(load jumping into it, its frames then)]
-        self.roots = {}        # root traceno -> its newest load
+        root frame last; None: the root frame only)."""
         for t in traces:
             ld = self.by_index.get(t.index)
             if ld is None or ld.addr != t.addr or ld.size != t.size:
@@ -122,41 +117,7 @@ class Dump:
             frames = [self._lua_frames(st, ld.ts) for st in inline.stacks(t)]
             ld.inl = ([off for off, _ in t.ranges],
                       [frames[n - 1] if n else None for _, n in t.ranges])
-            ld.traceno, ld.root, ld.dump = t.traceno, t.root, self
-            if t.root == t.traceno:
-                self.roots[t.traceno] = ld
-            if t.link and t.linknode and frames[t.linknode - 1]:
-                self.preds.setdefault(t.link, []).append((ld, frames[t.linknode - 1]))
-
-    def link_path(self, ld, below, depth=4, seen=()):
-        """Lua frames (innermost first) that traces made between a frame of
-        function BELOW (a label) and the root frame of trace load LD's root
-        trace, found backwards through the traces that jump into that root
-        trace (and, for a side trace among them, into its own root trace;
-        up to DEPTH in a row): () when BELOW called that root frame, None
-        when unknown or when the ways in disagree. Frames a trace made in a
-        loop (an unrolled recursion's levels) are there once."""
-        root = self.roots.get(ld.root)
-        if root is None or depth <= 0 or ld.root in seen:
-            return None
-        label = parse_trace_name(root.name)
-        paths = {}                         # labels -> frames
-        for pred, chain in self.preds.get(ld.root, ()):
-            if label is None or chain[0].label != label[0] or len(chain) < 2:
-                continue                   # not into that root frame
-            if chain[-1].label == below:
-                path = chain[1:-1]
-            else:
-                proot = self.roots.get(pred.root)
-                plabel = parse_trace_name(proot.name) if proot is not None else None
-                if plabel is None or chain[-1].label != plabel[0]:
-                    continue               # PRED returned below its root frame
-                more = self.link_path(pred, below, depth - 1, seen + (ld.root,))
-                if more is None:
-                    continue
-                path = chain[1:] + more
-            paths[tuple(f.label for f in path)] = path
-        return next(iter(paths.values())) if len(paths) == 1 else None
+            ld.traceno, ld.root = t.traceno, t.root
 
     def _lua_frames(self, pcs, ts):
         """Frames of the bytecode addresses PCS as of time TS (the newest

@@ -191,8 +191,8 @@ def case_shares(s):
     fraction(st, "sideloop", lambda fr: names(fr)[1:3] == ["h1", "f2"], "h1 > f2", 10)
     # big has its own loop trace: its own frame, under the loop's.
     fraction(st, "callloop", lambda fr: names(fr)[1:2] == ["big"], "big's own frame", 80)
-    # linkloop's trace inlines mid and jumps into inner's loop trace: mid is
-    # found through that link (Dump.link_path), between the two.
+    # linkloop's trace inlines mid and jumps into inner's loop trace: the
+    # jump writes mid's record (vm_patch 0007), between the two.
     fraction(st, "linkloop", lambda fr: names(fr)[1:3] == ["mid", "inner"],
              "mid (from the link) > inner", 80)
     # A stitched trace (after cmod.spin) inlines s1's tail call to f3.

@@ -21,8 +21,8 @@ import os
 from operator import attrgetter
 
 from ljperf.perfscript import Event, is_srcline, time_end_ns, time_span
-from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, KINDS, NO_CHAIN,
-                           interp_pc, make_frame, name_frame)
+from ljperf.frames import (K_VM, K_LUA, K_TRACE, K_BUILTIN, K_KERNEL, KINDS,
+                           NO_CHAIN, interp_pc, make_frame, name_frame)
 
 # A Lua frame record's ret is the return PC into the function's callee, or,
 # before it made a call (or when the VM rebuilt the record), the address
@@ -215,14 +215,17 @@ def without_slot(frames):
     """FRAMES (leaf first) without the call sites the record slot of trace
     code adds (vm_patch 0007): under trace code or a call thunk its last call
     site, under a framed callee of a trace the call site that callee's record
-    has too, under a trace exit's code a stale one."""
+    has too, under a trace exit's code a stale one. The user-space leaf is
+    the first frame after any kernel frames (a sample in the kernel)."""
     out = None
-    for i in range(1, len(frames)):
+    user = next((k for k, f in enumerate(frames) if f.kind != K_KERNEL), 0)
+    for i in range(user + 1, len(frames)):
         fr = frames[i]
         prev = frames[i - 1]
+        leaf = i == user + 1        # prev is the user-space leaf (after kernel frames)
         if fr.kind == K_TRACE and (
-                (prev.kind == K_TRACE and (i == 1 or prev is fr)) or
-                (i == 1 and prev.name == CALL_THUNKS) or
+                (prev.kind == K_TRACE and (leaf or prev is fr)) or
+                (leaf and prev.name == CALL_THUNKS) or
                 prev.name in EXIT_PATH):
             if out is None:
                 out = list(frames[:i])

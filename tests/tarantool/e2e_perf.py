@@ -123,7 +123,11 @@ show the whole nesting.
    (the leaf function can be any of them) with the trace rule above, and no
    O/M/I after the run. Requires >= MIN_HOT of W's weight in such stacks,
    >= 99% of it valid; with the JIT off also >= MIN_HOT_FULL of it on the
-   whole chain W;8xO;M;I (hot_inner's loop is where the time goes).
+   whole chain W;8xO;M;I (hot_inner's loop is where the time goes). And,
+   JIT on or off, of the stacks whose last hot frame is I, >= MIN_INNER_FULL
+   have the whole chain W;8xO;M;I (trace frames count as frames: a trace
+   that jumps into another in a frame it made writes its record, vm_patch
+   0007), in every run of --runs.
 
 5. C -> Lua trigger. space:on_replace(T) registers T; Tarantool runs it
    from C in every replace and update (both change a tuple):
@@ -158,10 +162,8 @@ show the whole nesting.
 Negative controls. After the checks, each of 2-6 is run again on the same
 stacks with a deliberately wrong expectation (fiber stacks rooted at main;
 box C API called from CR; the trigger called straight from B; the hot
-chain called from B and, on the JIT-off run only, the hot chain reversed
-(inner;mid;outer) or with 9 hot_outer frames (ignoring the tail call): with
-the JIT on most hot samples read W;I_[j], which fits those two as well;
-json/msgpack called from CW): each must FAIL, else the test fails (a
+chain called from B, reversed (inner;mid;outer) or with 9 hot_outer frames
+(ignoring the tail call); json/msgpack called from CW): each must FAIL, else the test fails (a
 check that cannot fail checks nothing).
 
 What the folded checks do not see: a sample whose chain broke before its
@@ -205,6 +207,7 @@ MIN_FIBERS = 50.0       # % of all weight in W/CW stacks
 MIN_BOX_OP = 1.0        # % of W's weight per full box chain (replace, update, select)
 MIN_HOT = 5.0           # % of W's weight in hot stacks (the app measures ~20%)
 MIN_HOT_FULL = 80.0     # % of the hot weight on the whole chain, JIT off
+MIN_INNER_FULL = 95.0   # % of hot_inner's weight on the whole chain, JIT on or off
 MIN_TRIGGER = 0.15      # % of W's weight in T's stacks (~0.8% measured)
 MIN_CODEC = 2.0         # % of CW's weight per json/msgpack entry group
 
@@ -562,7 +565,7 @@ def check_trigger(stacks, names, exp, jit):
 def check_hot(stacks, names, exp, jit):
     r = Result('hot Lua nesting')
     chain = exp['chain']
-    ww = wh = valid = full = traced = 0
+    ww = wh = valid = full = traced = inner = inner_full = 0
     shapes = collections.Counter()
     for frames, w in stacks:
         if worker_of(frames) != 'box_worker':
@@ -581,6 +584,10 @@ def check_hot(stacks, names, exp, jit):
         shapes[short(run)] += w
         if any(f.trace for f in run):
             traced += w
+        if run and run[-1].fid == 'hot_inner':
+            inner += w
+            if [f.fid for f in run] == chain:
+                inner_full += w
         if ok:
             valid += w
             if [f.fid for f in run] == chain and not any(f.trace for f in run):
@@ -595,9 +602,14 @@ def check_hot(stacks, names, exp, jit):
     r.need(pct(wh, ww) >= MIN_HOT, 'hot stacks %.2f%% of W < %.0f%%' % (pct(wh, ww), MIN_HOT))
     r.need(pct(valid, wh) >= MIN_VALID, '%.2f%% nest as expected < %.0f%%'
            % (pct(valid, wh), MIN_VALID))
+    r.lines.append('hot_inner: %.2f%% of its weight on the whole chain' % pct(inner_full, inner))
     if jit == 'off':
         r.need(pct(full, wh) >= MIN_HOT_FULL, 'whole chain %.2f%% of the hot weight < %.0f%%'
                % (pct(full, wh), MIN_HOT_FULL))
+    if chain[-1] == 'hot_inner':       # not for the negative controls' chains
+        r.need(pct(inner_full, inner) >= MIN_INNER_FULL,
+               "whole chain %.2f%% of hot_inner's weight < %.0f%%"
+               % (pct(inner_full, inner), MIN_INNER_FULL))
     return r
 
 
@@ -697,14 +709,12 @@ def mutations(jit):
     out.append(('trigger', 'trigger called by box_batch itself', e))
     e = {'chain': ['box_batch'] + HOT_CHAIN[1:]}
     out.append(('hot', 'hot chain called by box_batch', e))
-    if jit == 'off':
-        # With the JIT on, most hot samples read W;I_[j] (traces hide the
-        # nesting), which fits these wrong chains too: only the JIT-off run
-        # can tell the order, and 8 hot_outer frames from 9.
-        e = {'chain': ['box_worker', 'hot_inner', 'hot_mid'] + ['hot_outer'] * 8}
-        out.append(('hot', 'nesting reversed: inner;mid;outer', e))
-        e = {'chain': ['box_worker'] + ['hot_outer'] * 9 + ['hot_mid', 'hot_inner']}
-        out.append(('hot', '9 hot_outer frames (no tail call)', e))
+    # JIT on or off, the whole chain tells the order, and 8 hot_outer frames
+    # from 9.
+    e = {'chain': ['box_worker', 'hot_inner', 'hot_mid'] + ['hot_outer'] * 8}
+    out.append(('hot', 'nesting reversed: inner;mid;outer', e))
+    e = {'chain': ['box_worker'] + ['hot_outer'] * 9 + ['hot_mid', 'hot_inner']}
+    out.append(('hot', '9 hot_outer frames (no tail call)', e))
     e = copy.deepcopy(EXPECT['codec'])
     e['lua'] = ['codec_worker']
     out.append(('codec', 'json/msgpack called by codec_worker', e))
@@ -878,6 +888,9 @@ def main():
                     help='samples counted for --min-share: all user-space ones, or those '
                          'whose leaf is outside system libraries')
     ap.add_argument('--keep', action='store_true', help='keep the temporary directories')
+    ap.add_argument('--runs', type=int, default=1,
+                    help='runs of the patched tarantool with the JIT on, each judged '
+                         '(trace layouts differ between runs)')
     args = ap.parse_args()
 
     if not shutil.which(args.perf):
@@ -899,7 +912,8 @@ def main():
     if args.tarantool_base:
         todo.append(('tarantool-base', os.path.abspath(args.tarantool_base), 'on', False))
     for jit in (('on', 'off') if args.jit == 'both' else (args.jit,)):
-        todo.append((os.path.basename(args.tarantool), os.path.abspath(args.tarantool), jit, True))
+        for _ in range(max(1, args.runs) if jit == 'on' else 1):
+            todo.append((os.path.basename(args.tarantool), os.path.abspath(args.tarantool), jit, True))
     verdicts = []             # (ok, message) asserted
     for name, binary, jit, asserted in todo:
         label = '%s, JIT %s' % (name, jit)

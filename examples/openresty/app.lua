@@ -10,6 +10,8 @@
 --   timer   (refresh_summary, every 50 ms in each worker): summarises the
 --           counters into a JSON document served at /stats
 --   backend (backend_item): the "upstream", deterministic JSON per item id
+--   nested  (nested): GET /nested/N: loops three deep across functions, the
+--           shape JIT traces enter from other traces (checksum as text)
 -- Responses of /api/ depend only on the request: the identity test compares
 -- them byte for byte across nginx builds.
 
@@ -229,6 +231,32 @@ end
 function M.stats()
   ngx.header.content_type = "application/json"
   ngx.say(ngx.shared.cache:get("summary") or "{}")
+end
+
+-- Nested loops ---------------------------------------------------------------------
+
+local function nest_inner(seed, n)
+  local h = seed
+  for i = 1, n do h = (h * 31 + i) % 1000003 end
+  return h
+end
+
+local function nest_mid(seed, n)
+  local h = 0
+  for i = 1, n do h = (h + nest_inner(seed + i, 60)) % 1000003 end
+  return h
+end
+
+local function nest_outer(seed, n)
+  local h = 0
+  for i = 1, n do h = (h + nest_mid(seed * 7 + i, 12)) % 1000003 end
+  return h
+end
+
+function M.nested()
+  local n = tonumber(ngx.var.uri:match("^/nested/(%d+)$"))
+  if not n then return ngx.exit(404) end
+  ngx.say(nest_outer(n, 6))
 end
 
 -- Backend ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 -- wrk -s load.lua: a mix of API requests over 64 items and 16 clients;
--- every 8th request takes the /slow path (ngx.sleep), one in 50 has no key.
+-- every 8th request takes the /slow path (ngx.sleep), one in 50 has no key;
+-- every 5th is /nested/N instead.
 local n = 0
 local keys = {}
 
@@ -13,6 +14,7 @@ for c = 1, 16 do keys[c] = checksum(c) end
 
 request = function()
   n = n + 1
+  if n % 5 == 0 then return wrk.format("GET", "/nested/" .. (n % 97)) end
   local path = "/api/items/" .. (n * 13 % 64 + 1)
   if n % 8 == 0 then path = path .. "/slow" end
   local headers = {}

@@ -36,6 +36,9 @@ pcre     stacks with ngx_http_lua_ffi_exec_regex or pcre_*: an app frame
          (check_key, word_stats, fetch_backend, api_content) before it
 cjson    stacks with a frame of lua-cjson (the build's cjson.so, frame
          pointers): an app frame that calls cjson before it
+nested   content stacks whose last app frame is nest_inner (GET /nested/N:
+         loops three deep, traces entered from traces): >= 95% have the
+         whole chain nested -> nest_outer -> nest_mid -> nest_inner
 """
 
 import argparse
@@ -66,7 +69,10 @@ CALLEES = {
     "load_item": {"fetch_backend"},
     "render": {"word_stats", "price_table", "rank_after_sleep", "encode_ordered"},
     "api_log": {"latency_bucket", "log_line"}, "refresh_summary": {"summarise"},
+    "nested": {"nest_outer"}, "nest_outer": {"nest_mid"}, "nest_mid": {"nest_inner"},
 }
+NESTED = ["nested", "nest_outer", "nest_mid", "nest_inner"]
+MIN_NESTED = 0.95       # of nest_inner's weight with that whole chain
 CJSON_CALLERS = {"encode_ordered", "load_item", "refresh_summary", "backend_item"}
 REGEX_CALLERS = {"check_key", "word_stats", "fetch_backend", "api_content"}
 
@@ -122,9 +128,10 @@ def chain_ok(frames, entries):
 
 
 class Check:
-    def __init__(self, name):
+    def __init__(self, name, min_share=MIN_SHARE):
         self.name, self.good, self.bad, self.n, self.example = name, 0, 0, 0, None
         self.extra = True
+        self.min_share = min_share
 
     def add(self, ok, w, frames):
         self.n += 1
@@ -141,7 +148,7 @@ class Check:
         samples = total // unit if unit else 0
         # samples, not distinct stacks: openresty.remote's 6 s recordings
         # give PCRE 10-22 samples in 5-9 stacks, too close to the minimum
-        ok = samples >= MIN_SAMPLES and share >= MIN_SHARE and self.extra
+        ok = samples >= MIN_SAMPLES and share >= self.min_share and self.extra
         msg = "%s: %d stacks, %.2f%% valid (%d samples)" % (
             self.name, self.n, 100 * share, samples)
         if not ok and self.example:
@@ -152,6 +159,7 @@ class Check:
 def check_folded(folded, unit):
     checks = {k: Check(k) for k in
               ("content", "access", "log", "timer", "sleep", "pcre", "cjson")}
+    checks["nested"] = Check("nested", MIN_NESTED)
     rank_seen = 0
     for frames, w in folded:
         if "ngx_worker_process_cycle" not in frames:
@@ -173,9 +181,12 @@ def check_folded(folded, unit):
         elif "ngx_http_lua_sleep_handler" in frames:
             cat, entries = "sleep", {"api_content"}
         elif "ngx_http_lua_content_by_chunk" in frames:
-            cat, entries = "content", {"api_content", "backend_item", "stats"}
+            cat, entries = "content", {"api_content", "backend_item", "stats", "nested"}
         if cat and rt is not None:
             ok = chain_ok(after, entries)
+            app = [a[0] for a in (app_frame(f) for f in after) if a]
+            if cat == "content" and app and app[-1] == NESTED[-1]:
+                checks["nested"].add(app == NESTED, w, frames)
             if ok is not None:
                 checks[cat].add(ok, w, frames)
                 if cat == "sleep" and ok and any(

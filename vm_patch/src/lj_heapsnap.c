@@ -9,7 +9,7 @@
 ** steps only (from a C function or the C API), never inside one. Nodes are
 ** the synthetic roots, then the objects in address order: an object's
 ** node index is its rank in the sorted address array (no map), its node id
-** its address (LuaJIT never moves objects). String index I names node I
+** its address / 8 in 32 bits (LuaJIT never moves objects). String index I names node I
 ** (a string's contents, a root's name, "" for the rest); names built here
 ** (classes, functions, stack slots) follow, interned in a malloc'd set.
 */
@@ -941,6 +941,15 @@ static void hs_node(HSnap *s, size_t i, int type, uint64_t name, uint64_t id,
   s->total += size;
 }
 
+/* An object's node id: its address / 8, in 32 bits (DevTools and memlab
+** keep ids as such). Unique within a heap under 32 GiB of address space;
+** the roots' small odd ids are below any object's.
+*/
+static uint64_t hs_id(GCobj *o)
+{
+  return (uint32_t)((uintptr_t)o >> 3);
+}
+
 static uint32_t hs_count(HSnap *s, GCobj *o, int root)
 {
   s->counting = 1;
@@ -969,7 +978,7 @@ static void hs_writeall(HSnap *s)
   for (i = 0; i < s->nobj && !s->nomem; i++) {
     GCobj *ob = s->obj[i];
     hs_node(s, HS_NSYN + i, hs_nodetype(ob), hs_nodename(s, ob, HS_NSYN + i),
-	    (uint64_t)(uintptr_t)ob, hs_selfsize(s, ob), hs_count(s, ob, 0));
+	    hs_id(ob), hs_selfsize(s, ob), hs_count(s, ob, 0));
   }
   hs_puts(o, "],\n\"edges\":[");
   for (r = 0; r < HS_NSYN; r++) hs_rootedges(s, r);

@@ -250,26 +250,49 @@ static uint64_t hs_internz(HSnap *s, const char *str)
 
 static void hs_add(HSnap *s, GCobj *o)
 {
-  if (s->nobj == s->capobj) {
-    size_t cap = s->capobj ? 2*s->capobj : 4096;
-    GCobj **v = (GCobj **)realloc(s->obj, cap * sizeof(GCobj *));
-    if (!v) { s->nomem = 1; return; }
-    s->obj = v; s->capobj = cap;
-  }
-  s->obj[s->nobj++] = o;
+  if (s->nobj < s->capobj) s->obj[s->nobj] = o;
+  s->nobj++;  /* Counted without a store on the first pass. */
 }
 
-static int hs_cmpptr(const void *a, const void *b)
+static void hs_swap(GCobj **a, GCobj **b)
 {
-  uintptr_t x = (uintptr_t)*(GCobj *const *)a, y = (uintptr_t)*(GCobj *const *)b;
-  return x < y ? -1 : x > y;
+  GCobj *t = *a; *a = *b; *b = t;
+}
+
+#define HS_LT(a, b)	((uintptr_t)(a) < (uintptr_t)(b))
+
+/* Sorts V[0..N) by address in place (no buffer, unlike qsort's merge sort):
+** quicksort with a median of three, the smaller part first, insertion sort
+** below 16.
+*/
+static void hs_sort(GCobj **v, size_t n)
+{
+  while (n > 16) {
+    size_t i = 0, j = n - 1, m = n / 2;
+    GCobj *pivot;
+    if (HS_LT(v[m], v[0])) hs_swap(&v[m], &v[0]);
+    if (HS_LT(v[n-1], v[0])) hs_swap(&v[n-1], &v[0]);
+    if (HS_LT(v[n-1], v[m])) hs_swap(&v[n-1], &v[m]);
+    pivot = v[m];
+    for (;;) {
+      while (HS_LT(v[i], pivot)) i++;
+      while (HS_LT(pivot, v[j])) j--;
+      if (i >= j) break;
+      hs_swap(&v[i++], &v[j--]);
+    }
+    if (j + 1 < n - j - 1) { hs_sort(v, j + 1); v += j + 1; n -= j + 1; }
+    else { hs_sort(v + j + 1, n - j - 1); n = j + 1; }
+  }
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && HS_LT(v[j], v[j-1]); j--) hs_swap(&v[j], &v[j-1]);
 }
 
 /* Every live object: the GC's list (userdata after the main thread), the
 ** string table, open upvalues, objects awaiting finalization, and the
-** empty string (part of global_State).
+** empty string (part of global_State). Called twice: to count, then to
+** fill an array of exactly that size.
 */
-static void hs_collect(HSnap *s)
+static void hs_walk(HSnap *s)
 {
   global_State *g = s->g;
   GCobj *o;
@@ -288,7 +311,25 @@ static void hs_collect(HSnap *s)
     GCobj *u = o;
     do { u = gcnext(u); hs_add(s, u); } while (u != o);
   }
-  if (!s->nomem) qsort(s->obj, s->nobj, sizeof(GCobj *), hs_cmpptr);
+}
+
+static void hs_collect(HSnap *s)
+{
+  hs_walk(s);
+  s->capobj = s->nobj;
+  s->obj = (GCobj **)malloc(s->capobj * sizeof(GCobj *));
+  if (!s->obj) { s->nomem = 1; s->nobj = 0; return; }
+  s->nobj = 0;
+  hs_walk(s);
+  hs_sort(s->obj, s->nobj);
+#ifdef LUA_USE_ASSERT
+  {
+    global_State *g = s->g;
+    size_t i;
+    for (i = 1; i < s->nobj; i++)  /* hs_index's binary search needs it. */
+      lj_assertG(HS_LT(s->obj[i-1], s->obj[i]), "heap objects out of order");
+  }
+#endif
   s->nnode = HS_NSYN + s->nobj;
 }
 

@@ -9,12 +9,15 @@ the root (as in DevTools). Identity across snapshots: id (the object's address
 / 8 in 32 bits: LuaJIT never moves objects), Lua type and self size.
 """
 
+import heapq
 import json
 from array import array
 
 # What ljperf names a node's Lua type, from its V8 type and name (lj_heapsnap.c
 # names functions "function ...", threads "main thread" / "coroutine").
 THREAD_NAMES = ("main thread", "coroutine")
+LUA_TYPES = ("string", "table", "function", "thread", "upvalue", "proto", "trace",
+             "userdata", "cdata", "(root)", "(VM internals)")
 
 
 class BadSnapshot(Exception):
@@ -31,9 +34,8 @@ def _int_array(data, start):
         if stop < end:
             comma = data.rfind(b",", pos, stop)
             stop = comma if comma > pos else data.index(b",", stop)
-        chunk = data[pos:stop].replace(b"\n", b"")
-        if chunk.strip():
-            out.extend(map(int, chunk.split(b",")))
+        if stop > pos:
+            out.extend(json.loads(b"[" + data[pos:stop] + b"]"))
         pos = stop + 1
     return out, end + 1
 
@@ -86,6 +88,7 @@ class Snapshot:
         self.named = set(i for i, t in enumerate(self.edge_types) if t not in ("element", "hidden"))
         self._dom = None
         self._parent = None
+        self._ltype = None
 
     # -- Nodes and edges -------------------------------------------------------
 
@@ -104,6 +107,12 @@ class Snapshot:
     def lua_type(self, i):
         """string, table, function, thread, upvalue, proto, trace, userdata,
         cdata, or (root) / (VM internals) for the synthetic nodes."""
+        if self._ltype is None:
+            codes = {t: k for k, t in enumerate(LUA_TYPES)}
+            self._ltype = bytearray(codes[self._lua_type(k)] for k in range(self.n))
+        return LUA_TYPES[self._ltype[i]]
+
+    def _lua_type(self, i):
         t, name = self.v8type(i), self.name(i)
         if t == "string":
             return "string"
@@ -282,9 +291,8 @@ class Snapshot:
     def top_retainers(self, k=10):
         """The K objects that retain the most bytes."""
         self.dominators()
-        objs = [i for i in range(self.n) if self.is_object(i)]
-        objs.sort(key=lambda i: -self.retained[i])
-        return objs[:k]
+        return heapq.nlargest(k, (i for i in range(self.n) if self.is_object(i)),
+                              key=self.retained.__getitem__)
 
     def is_object(self, i):
         """A Lua object (not a root or what the VM counts outside objects)."""

@@ -176,7 +176,7 @@ def test_leak():
         req = [i for i, ln in enumerate(lines) if " x hs_leaky.Request (table)" in ln]
         check(len(req) == 1, "one group of hs_leaky.Request tables")
         check(" %d x hs_leaky.Request" % leaked in lines[req[0]],
-              "%d requests leaked between target and final: %s" % (leaked, lines[req[0]].strip()))
+              "the %d requests made between base and target, alive in final: %s" % (leaked, lines[req[0]].strip()))
         check("-> handle -> seen_requests -> value ->" in lines[req[0] + 1],
               "its path names the function and its upvalue: " + lines[req[0] + 1].strip())
         strs = [ln for ln in lines if " x (string) (string)" in ln]

@@ -6,7 +6,7 @@
   ljperf report DIR
   ljperf diff BEFORE AFTER [-o FILE] [--absolute] [--format html|folded]
              (BEFORE, AFTER: DIRs, or folded files such as DIR/alloc.folded)
-  ljperf heap FILE | ljperf heap diff BASE TARGET [FINAL]
+  ljperf heap FILE | ljperf heap diff BASE TARGET [FINAL] | ljperf heap -p PID -o DIR
              (heap snapshots written by jit.perf.heapsnapshot: who keeps it)
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
@@ -340,9 +340,13 @@ def make_parser():
                                     "or what is new between snapshots",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=heap.__doc__.split("\n\n", 1)[1],
-                       usage="%(prog)s FILE\n       %(prog)s diff BASE TARGET [FINAL]")
-    h.add_argument("args", nargs="+", metavar="FILE | diff BASE TARGET [FINAL]",
+                       usage="%(prog)s FILE\n       %(prog)s diff BASE TARGET [FINAL]\n"
+                             "       %(prog)s -p PID[,PID...] -o DIR")
+    h.add_argument("args", nargs="*", metavar="FILE | diff BASE TARGET [FINAL]",
                    help="snapshots written by jit.perf.heapsnapshot")
+    h.add_argument("-p", "--pid", metavar="PID[,PID...]", type=pid_list,
+                   help="take a snapshot of every Lua state of these running processes")
+    h.add_argument("-o", "--output", metavar="DIR", help="with -p: where the snapshots go")
     return p
 
 

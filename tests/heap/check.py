@@ -9,8 +9,12 @@ check.py CASE, CASE one of
   gcsteps  a snapshot at every GC step of two cycles: complete files, the
            program's own results as without snapshots (gcsteps.lua)
   memlab   memlab loads the files, and its retained sizes are ljperf's
+  remote   ljperf heap -p of running programs (tests/remote/busy.lua: a busy
+           trace and the interpreter, kicked; an allocating loop), and of one
+           whose ljperf is killed: output as unattached, complete files only
 """
 
+import glob
 import json
 import os
 import resource
@@ -18,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from ljperf.heapsnap import Snapshot
 from tests.lib.ljptest import binpath, check, fail, ljperf_bin, main
@@ -264,7 +269,61 @@ def test_memlab():
                   "(%s)" % sorted(theirs.items())[:3])
 
 
+BUSY = os.path.join(os.path.dirname(HERE), "remote", "busy.lua")
+
+
+def busy(argv):
+    """busy.lua started unattached, once it printed "ready"."""
+    p = subprocess.Popen([binpath("luajit")] + argv[:-2] + [BUSY] + argv[-2:],
+                         stdout=subprocess.PIPE, text=True, env=dict(os.environ, LUAJIT_PERF_DIR=""))
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        fail("busy.lua %s did not start" % argv)
+    return p
+
+
+def test_remote():
+    for argv in (["loop", "2"], ["-joff", "loop", "2"], ["sunk", "2"]):
+        plain = subprocess.run([binpath("luajit")] + argv[:-2] + [BUSY] + argv[-2:],
+                               capture_output=True, text=True, timeout=300).stdout
+        with tempfile.TemporaryDirectory() as d:
+            p = busy(argv)
+            try:
+                h = subprocess.run([ljperf_bin(), "heap", "-p", str(p.pid), "-o", d],
+                                   capture_output=True, text=True, timeout=120)
+            finally:
+                rest = p.communicate(timeout=300)[0]
+            check(h.returncode == 0 and os.listdir(d) == ["heap-%d.heapsnapshot" % p.pid],
+                  "ljperf heap -p of busy.lua %s: one snapshot (%s)"
+                  % (" ".join(argv), h.stderr.strip().splitlines()[:1]))
+            s = Snapshot(os.path.join(d, os.listdir(d)[0]))
+            fn = "function %s@" % argv[-2]
+            check(any(s.name(i).startswith(fn) and "busy.lua:" in s.name(i) for i in range(s.n)),
+                  "it is the program's heap: it has %s...busy.lua:LINE" % fn)
+            check(p.returncode == 0 and "ready\n" + rest == plain,
+                  "the program's output and exit as unattached")
+            check(not glob.glob("/tmp/ljperf-heap-%d-*" % p.pid), "nothing left in /tmp")
+    with tempfile.TemporaryDirectory() as d:   # ljperf killed while asking
+        plain = subprocess.run([binpath("luajit"), BUSY, "sunk", "2"], capture_output=True,
+                               text=True, timeout=300).stdout
+        p = busy(["sunk", "2"])
+        h = subprocess.Popen([ljperf_bin(), "heap", "-p", str(p.pid), "-o", d],
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.15)
+        h.kill()
+        h.wait()
+        rest = p.communicate(timeout=300)[0]
+        check(p.returncode == 0 and "ready\n" + rest == plain,
+              "ljperf SIGKILLed: the program's output and exit as unattached")
+        left = glob.glob(os.path.join(d, "*")) + glob.glob("/tmp/ljperf-heap-%d-*" % p.pid)
+        for f in left:
+            Snapshot(f)
+            os.unlink(f)
+        check(not any(f.endswith(".tmp") for f in left),
+              "no partial file: %d complete snapshot(s) left, each loads" % len(left))
+
+
 if __name__ == "__main__":
     main({"known": test_known, "totals": test_totals, "leak": test_leak,
           "errors": test_errors, "gcsteps": test_gcsteps,
-          "memlab": test_memlab}[sys.argv[1]])
+          "memlab": test_memlab, "remote": test_remote}[sys.argv[1]])

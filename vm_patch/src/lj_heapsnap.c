@@ -1116,6 +1116,17 @@ long lj_heapsnap_write(lua_State *L, const char *path, char *err, size_t errsz)
   return n;
 }
 
+void lj_heapsnap_remote(lua_State *L, uint32_t seq)
+{
+  char path[4096], err[256];
+  const char *dir = getenv("LUAJIT_PERF_DIR");
+  if (!dir || !*dir) dir = "/tmp";
+  snprintf(path, sizeof(path), "%s/ljperf-heap-%d-%u-%lx.heapsnapshot", dir,
+	   (int)getpid(), (unsigned)seq, (unsigned long)(uintptr_t)G(L));
+  if (lj_heapsnap_write(L, path, err, sizeof(err)) < 0)
+    fprintf(stderr, "ljperf: remote %s\n", err);
+}
+
 /* jit.perf.heapsnapshot(path): the number of nodes, or nil and a message. */
 static int hs_lsnapshot(lua_State *L)
 {

@@ -58,8 +58,11 @@ typedef struct TracePos TracePos;
 
 #if LJ_HASHEAPSNAP	/* 0010 */
 #include "lj_heapsnap.h"
+#define PERF_HEAP	0x20u	/* in a remote request: a snapshot per state */
 #else
+#define PERF_HEAP	0u
 #define lj_heapsnap_open(L)		UNUSED(L)
+#define lj_heapsnap_remote(L, seq)	(UNUSED(L), UNUSED(seq))
 #endif
 
 /* The frames part: x86-64's records (0002, lj_fprec.c) or, from 0009 on,

@@ -48,6 +48,20 @@
 
 #if LJ_HASHEAPSNAP
 
+/* The string table and a string's size: LuaJIT 2.1 since 2020 (str.tab,
+** chains tagged in bit 0; lj_str_size), or before (strhash; sizestring:
+** tarantool/luajit, Tarantool 2.6's copy).
+*/
+#ifdef lj_str_size
+#define hs_strsize(s)	lj_str_size((s)->len)
+#define hs_strtab(g)	((g)->str.tab)
+#define hs_strmask(g)	((g)->str.mask)
+#else
+#define hs_strsize(s)	sizestring(s)
+#define hs_strtab(g)	((g)->strhash)
+#define hs_strmask(g)	((g)->strmask)
+#endif
+
 /* -- Output --------------------------------------------------------------- */
 
 #define HS_BUFSZ	65536
@@ -300,8 +314,8 @@ static void hs_walk(HSnap *s)
   MSize i;
   for (o = gcref(g->gc.root); o; o = gcnext(o))
     if (!isdead(g, o)) hs_add(s, o);
-  for (i = 0; i <= g->str.mask; i++)
-    for (o = (GCobj *)(gcrefu(g->str.tab[i]) & ~(uintptr_t)1); o;
+  for (i = 0; i <= hs_strmask(g); i++)
+    for (o = (GCobj *)(gcrefu(hs_strtab(g)[i]) & ~(uintptr_t)1); o;
 	 o = gcnext(o))
       if (!isdead(g, o)) hs_add(s, o);
   hs_add(s, obj2gco(&g->strempty));
@@ -350,7 +364,7 @@ static uint64_t hs_selfsize(HSnap *s, GCobj *o)
 {
   switch (o->gch.gct) {
   case ~LJ_TSTR:
-    return o == obj2gco(&s->g->strempty) ? 0 : lj_str_size(o->str.len);
+    return o == obj2gco(&s->g->strempty) ? 0 : hs_strsize(&o->str);
   case ~LJ_TUPVAL: return sizeof(GCupval);
   case ~LJ_TTHREAD: {
     lua_State *th = gco2th(o);
@@ -396,7 +410,7 @@ static uint64_t hs_internalsize(HSnap *s, int id)
   global_State *g = s->g;
   switch (id) {
   case HS_GG: return sizeof(GG_State);
-  case HS_STRTAB: return (uint64_t)(g->str.mask + 1) * sizeof(GCRef);
+  case HS_STRTAB: return (uint64_t)(hs_strmask(g) + 1) * sizeof(GCRef);
   case HS_TMPBUF: return sbufsz(&g->tmpbuf);
 #if LJ_HASJIT
   case HS_JIT: {

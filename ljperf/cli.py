@@ -6,6 +6,8 @@
   ljperf report DIR
   ljperf diff BEFORE AFTER [-o FILE] [--absolute] [--format html|folded]
              (BEFORE, AFTER: DIRs, or folded files such as DIR/alloc.folded)
+  ljperf heap FILE | ljperf heap diff BASE TARGET [FINAL] | ljperf heap -p PID -o DIR
+             (heap snapshots written by jit.perf.heapsnapshot: who keeps it)
 
 `record` runs CMD (or attaches to PID) under `perf record` with what the
 ljperf-patched LuaJIT needs (-k mono, -g --call-graph fp, --user-regs=r13;
@@ -55,7 +57,7 @@ import os
 import shutil
 import sys
 
-from ljperf import diff, record, vmregs
+from ljperf import diff, heap, record, vmregs
 from ljperf.attach import attach_pids
 from ljperf.children import Ended, ending_signals
 from ljperf.messages import PROG, Fail, say
@@ -282,7 +284,7 @@ def pid_list(text):
 def make_parser():
     p = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
                 description=MAIN_HELP)
-    sub = p.add_subparsers(dest="command", metavar="{record,report,diff}",
+    sub = p.add_subparsers(dest="command", metavar="{record,report,diff,heap}",
                            parser_class=_Parser)
     r = sub.add_parser("record", help="record a program (or a running process) and "
                                       "write its flame graph",
@@ -334,6 +336,17 @@ def make_parser():
     rp.add_argument("dir", metavar="DIR", help="a directory made by ljperf record")
     add_render_options(rp)
     add_diff_parser(sub)
+    h = sub.add_parser("heap", help="who keeps the memory: a heap snapshot's summary, "
+                                    "or what is new between snapshots",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=heap.__doc__.split("\n\n", 1)[1],
+                       usage="%(prog)s FILE\n       %(prog)s diff BASE TARGET [FINAL]\n"
+                             "       %(prog)s -p PID[,PID...] -o DIR")
+    h.add_argument("args", nargs="*", metavar="FILE | diff BASE TARGET [FINAL]",
+                   help="snapshots written by jit.perf.heapsnapshot")
+    h.add_argument("-p", "--pid", metavar="PID[,PID...]", type=pid_list,
+                   help="take a snapshot of every Lua state of these running processes")
+    h.add_argument("-o", "--output", metavar="DIR", help="with -p: where the snapshots go")
     return p
 
 
@@ -364,6 +377,8 @@ def main(argv=None):
         return record.report(opts)
     if opts.command == "diff":
         return diff.run(opts)
+    if opts.command == "heap":
+        return heap.run(opts, sys.stderr)
     p.print_help(sys.stderr)
     return 2
 

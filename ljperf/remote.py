@@ -44,6 +44,8 @@ LAYOUTS = {1: LAYOUT_V1, KICK_VERSION: LAYOUT, VERSION: LAYOUT}
 OFS_SEQ, OFS_WANT, OFS_DEADLINE, OFS_TARGET, OFS_MEM_RATE = 24, 28, 32, 40, 124
 PARTS_ALL = 0x07            # LUAJIT_PERF_MAP | JITDUMP | FRAMES
 PART_MEM = 0x10             # LUAJIT_PERF_MEM
+PART_HEAP = 0x20            # a heap snapshot per Lua state (lj_perfint.h PERF_HEAP;
+                            # a VM without it acks and does nothing)
 LEASE = 3.0                 # seconds a request holds without renewal
 RENEW = 1.0                 # seconds between renewals
 ACK_POLL = 0.02             # seconds between looks at the acks
@@ -145,8 +147,8 @@ class RemoteSwitch:
     touched again. ON_SWITCH(pid, seconds) is called (from the thread) when
     a process has switched on, SECONDS after its request."""
 
-    def __init__(self, pids, on_switch=None, mem_rate=None):
-        self.pids, self.on_switch = pids, on_switch
+    def __init__(self, pids, on_switch=None, mem_rate=None, parts=PARTS_ALL):
+        self.pids, self.on_switch, self.parts = pids, on_switch, parts
         self.mem_rate = mem_rate    # bytes: allocation samples wanted too
         self.no_mem = set()         # pids whose VM cannot sample allocations
         self.asked = []             # (Block, seq we wrote)
@@ -181,7 +183,7 @@ class RemoteSwitch:
                 if mem and b.read()["version"] < MEM_VERSION:
                     self.no_mem.add(pid)
                     mem = None
-                self.asked.append((b, ask(b, pid, mem)))
+                self.asked.append((b, ask(b, pid, mem, self.parts)))
         if self.asked:
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
@@ -360,14 +362,14 @@ def check_free(b):
                           "(pid %d); wait for it to end" % (b.pid, c["owner"]))
 
 
-def ask(b, pid, mem_rate=None):
-    """Writes a request for all parts (and allocation samples every MEM_RATE
+def ask(b, pid, mem_rate=None, parts=PARTS_ALL):
+    """Writes a request for PARTS (and allocation samples every MEM_RATE
     bytes) into B; returns its seq."""
     seq = next_seq(b.read()["seq"])
     # The request first, seq last: the VM reads seq, then the rest.
     if mem_rate:
         b.write(OFS_MEM_RATE, "<I", mem_rate)
-    b.write(OFS_WANT, "<Iq", PARTS_ALL | (PART_MEM if mem_rate else 0), lease_end())
+    b.write(OFS_WANT, "<Iq", parts | (PART_MEM if mem_rate else 0), lease_end())
     b.write(OFS_TARGET, "<II", ns_pid(pid), os.getpid())
     b.write(OFS_SEQ, "<I", seq)
     return seq

@@ -1,6 +1,7 @@
 /*
 ** jit.perf (patch 0003): require("jit.perf") gives start([what]),
-** stop([what]) and status(), over lj_perf.c's switch. lib_package.c's
+** stop([what]) and status(), over lj_perf.c's switch (and, with 0010,
+** heapsnapshot(path)). lib_package.c's
 ** require finds it built in, after every loader a host installs.
 */
 
@@ -71,6 +72,7 @@ int luaopen_jit_perf(lua_State *L)
   };
   lua_createtable(L, 0, 3);
   luaL_register(L, NULL, funcs);
+  lj_heapsnap_open(L);  /* 0010: heapsnapshot(path) */
   return 1;
 }
 

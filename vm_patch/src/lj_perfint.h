@@ -4,7 +4,8 @@
 ** (lj_perfname.c), names for orphans (lj_perforphan.c), the code
 ** description (lj_perfcode.c) and jit.perf (lib_perf.c); later patches
 ** bring the remote switch (0004, lj_perfremote.[ch]), trace positions
-** (0005, lj_tracepos.[ch]) and allocation samples (0006, lj_perfmem.[ch]).
+** (0005, lj_tracepos.[ch]), allocation samples (0006, lj_perfmem.[ch]) and
+** heap snapshots (0010, lj_heapsnap.[ch]).
 ** The 0003 files reach those only through the blocks below, each a no-op
 ** until its patch sets its switch in lj_arch.h: every prefix of the series
 ** compiles exactly its own patches' code.
@@ -53,6 +54,15 @@ typedef struct TracePos TracePos;
 #define lj_perfmem_stop(g, closing)	UNUSED(g)
 #define lj_perfmem_on(g)		(UNUSED(g), 0)
 #define lj_perfmem_poll(g)		UNUSED(g)
+#endif
+
+#if LJ_HASHEAPSNAP	/* 0010 */
+#include "lj_heapsnap.h"
+#define PERF_HEAP	0x20u	/* in a remote request: a snapshot per state */
+#else
+#define PERF_HEAP	0u
+#define lj_heapsnap_open(L)		UNUSED(L)
+#define lj_heapsnap_remote(L, seq)	(UNUSED(L), UNUSED(seq))
 #endif
 
 /* The frames part: x86-64's records (0002, lj_fprec.c) or, from 0009 on,

@@ -81,12 +81,13 @@ static int64_t perf_now(void)
   return (int64_t)ts.tv_sec*1000000000 + ts.tv_nsec;
 }
 
-/* A remote request is live: parts wanted, for this process (a fork child
-** has a copy of its parent's block: not for it), lease not lapsed.
+/* A remote request is live: parts (or, with 0010, a heap snapshot) wanted,
+** for this process (a fork child has a copy of its parent's block: not for
+** it), lease not lapsed.
 */
 static unsigned perf_remote_want(void)
 {
-  unsigned want = lj_perf_ctl.want & PERF_PARTS;
+  unsigned want = lj_perf_ctl.want & (PERF_PARTS|PERF_HEAP);
   if (want && lj_perf_ctl.target == (uint32_t)getpid() &&
       perf_now() < lj_perf_ctl.deadline)
     return want;
@@ -113,8 +114,9 @@ void LJ_FASTCALL lj_perf_remote(lua_State *L)
   __atomic_thread_fence(__ATOMIC_ACQUIRE);  /* seq before the request. */
   want = perf_remote_want();
   if (want && !(g->perfremote & PERF_REMOTE_ON)) {
-    unsigned parts = want & ~lj_perf_status(g);
+    unsigned parts = want & PERF_PARTS & ~lj_perf_status(g);
     unsigned failed = parts ? lj_perf_start(L, parts, lj_perf_ctl.mem_rate) : 0;
+    if ((want & PERF_HEAP)) lj_heapsnap_remote(L, seq);  /* 0010 */
     g->perfremote = (uint8_t)((parts & ~failed) | PERF_REMOTE_ON);
     if ((g->perfremote & LUAJIT_PERF_FRAMES))
       lj_fprec_fixrbp(L);  /* The interpreter's rbp, saved by our caller. */

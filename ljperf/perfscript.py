@@ -154,22 +154,29 @@ class Header:
         self.period = self.event = self.rest = self.layout = None
 
 
+def is_num(tok):
+    """A decimal number as perf prints it: ASCII digits, at most 20 (a
+    u64). Other digits (str.isdigit takes '²') and longer runs are not
+    numbers: int() would fail on them or grow without bound."""
+    return tok.isdigit() and len(tok) <= 20 and tok.isascii()
+
+
 def is_time(tok):
     """'832.171767:' -- digits '.' digits ':'"""
     if len(tok) < 4 or tok[-1] != ":":
         return False
     a, dot, b = tok[:-1].partition(".")
-    return dot == "." and a.isdigit() and b.isdigit()
+    return dot == "." and is_num(a) and is_num(b)
 
 
 def parse_pidtid(tok):
     """'123/456' -> (123, 456); '123' -> (None, 123): a lone number is the
     tid in perf's default output (with -F pid alone it is the pid; callers
     map a tid to its process); else None."""
-    if tok.isdigit():
+    if is_num(tok):
         return (None, int(tok))
     a, sl, b = tok.partition("/")
-    if sl and a.isdigit() and b.isdigit():
+    if sl and is_num(a) and is_num(b):
         return (int(a), int(b))
     return None
 
@@ -183,7 +190,7 @@ def _is_hex(tok):
 
 
 def _is_cpu(tok):
-    return len(tok) > 2 and tok[0] == "[" and tok[-1] == "]" and tok[1:-1].isdigit()
+    return len(tok) > 2 and tok[0] == "[" and tok[-1] == "]" and is_num(tok[1:-1])
 
 
 def _find_pid(line, toks, start, ti):
@@ -198,7 +205,7 @@ def _find_pid(line, toks, start, ti):
         if "/" in toks[i] and parse_pidtid(toks[i]) is not None:
             return i
     for i in range(start, len(toks)):
-        if toks[i].isdigit():
+        if is_num(toks[i]):
             if i > 0 and _padded_period(line, toks[i]):
                 return -1                    # "comm    1001001 ": the period
             return i
@@ -260,7 +267,7 @@ def parse_header(line):
     # period: a bare number before the event name (not the inline ip of a
     # sample without callchain: that one is followed by a symbol)
     pe = -1
-    if k < n and toks[k].isdigit() and (k + 1 == n or toks[k + 1][-1] == ":"
+    if k < n and is_num(toks[k]) and (k + 1 == n or toks[k + 1][-1] == ":"
                                         or _is_hex(toks[k + 1])):
         h.period = int(toks[k])
         pe = k
@@ -417,7 +424,7 @@ def parse_event(line):
         a, _, b = rest[5:].partition("):(")
         c = a.split(":")
         p = b.partition(")")[0].split(":")
-        if len(c) == 2 and len(p) == 2 and all(x.isdigit() for x in c + p):
+        if len(c) == 2 and len(p) == 2 and all(is_num(x) for x in c + p):
             return _new(Event, ("fork" if rest[0] == "F" else "exit", t,
                                 int(c[0]), int(c[1]), int(p[0]), int(p[1]), None))
     elif rest.startswith("COMM exec:"):
@@ -664,8 +671,8 @@ class Reader:
                         e = e[:-1]
                     if pe:
                         period = toks[pe]
-                        if period.isdigit():
-                            period = int(period)
+                        if period.isdigit() and len(period) <= 20 and period.isascii():
+                            period = int(period)          # is_num, inline
                         else:
                             nt = 0
                     pt = pidtids.get(toks[pi])

@@ -310,7 +310,7 @@ def write_profile(out, stacks, **meta):
 
 # -- Folded stacks -> frames ---------------------------------------------------
 
-_ROOT = re.compile(r"^(.*?)-(\d+)(?:/(\d+))?$")
+_ROOT = re.compile(r"^(.*?)-([0-9]{1,20})(?:/([0-9]{1,20}))?$")
 
 
 def parse_root(name):

@@ -127,13 +127,16 @@ def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
             stats.huge += 1
             carry = b""
             skipping = True
-        if j > max_line:          # may hold an over-long line (counted in characters)
-            text = (head + blk[:k]).decode("utf-8", "replace")
-            lines = [ln for ln in text.split("\n") if len(ln) <= max_line]
-            stats.huge += text.count("\n") + 1 - len(lines)
+        if j > max_line:          # may hold an over-long line (counted in bytes)
+            lines = (head + blk[:k]).split(b"\n")
+            head = None
+            n = len(lines)
+            lines = [ln for ln in lines if len(ln) <= max_line]
+            stats.huge += n - len(lines)
             if not lines:
                 continue
-            yield ("\n".join(lines).encode("utf-8"),)
+            text, lines = b"\n".join(lines), None    # one copy alive (bounded memory)
+            yield (text,)
             continue
         yield head, memoryview(blk)[:k]   # not copied
     if carry and carry.strip():
@@ -552,7 +555,8 @@ class Reader:
             if tb is not None:
                 tb, carry = tb
             else:
-                chunks = _CHUNKS(data.decode("utf-8", "replace")[1:])
+                chunks = _CHUNKS(str(memoryview(data)[1:], "utf-8", "replace"))
+                data = None
                 c = chunks.pop()              # may go on in the next batch
                 if len(c) > MAX_CARRY:
                     chunks.append(c)

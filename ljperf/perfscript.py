@@ -49,6 +49,7 @@ from itertools import repeat
 BLOCK = 1 << 18          # bytes read per read(2)
 MAX_LINE = 1 << 20       # longer lines are dropped (bounded memory)
 MAX_CARRY = 1 << 20      # a chunk still open at a batch end, longer: cut by lines
+MAX_NAME = 255           # longer comm (Linux: 15 bytes) or event names are damage
 
 # One sample. chain: its callchain lines as printed ('\t'-led, srcline lines
 # kept after their frame) joined by '\n', "" without a chain; regs: the
@@ -288,6 +289,8 @@ def parse_header(line):
                     pe - n if pe >= 0 else 0, ev - n if ev >= 0 else 0)
     if h.comm is None and h.pid is None and h.tid is None and h.time is None \
             and h.period is None and h.event is None:
+        return None
+    if len(h.comm or "") > MAX_NAME or len(h.event or "") > MAX_NAME:
         return None
     return h
 
@@ -689,16 +692,21 @@ class Reader:
                     if nt > need and any(is_time(x) for x in toks[1:nt - need + 1]):
                         nt = 0                # not comm with spaces: another layout
                     if nt:
-                        n += 1
                         c = toks[0] if nt == need else " ".join(toks[:nt - need + 1])
                         if c == comm:
                             c = comm          # one str object: its hash is kept
+                        elif len(c) > MAX_NAME:
+                            nt = 0            # damage: parse_header says so
                         else:
                             comm = c
                         if e == event:
                             e = event
+                        elif e is not None and len(e) > MAX_NAME:
+                            nt = 0
                         else:
                             event = e
+                    if nt:
+                        n += 1
                         put((c, pt[0], pt[1], t, period, e, body, regs, None))
                         continue
             if body[:1] == " " or "\n " in body:

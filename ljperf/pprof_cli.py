@@ -80,6 +80,8 @@ def main(argv=None):
         start = round(datetime.datetime.fromisoformat(meta["recorded"]).timestamp() * 1e9)
     except (KeyError, TypeError, ValueError, OverflowError, OSError):
         start = 0
+    if not 0 <= start < 1 << 63:          # pprof's time_nanos: int64, after 1970
+        start = 0
     prof = pprof.Profile(period_ns=period, duration_ns=round(duration * 1e9), time_ns=start,
                    event=event)
     try:

@@ -32,9 +32,9 @@ an exception out of the command's main (or one lj_merge caught for a
 sample: "dropped N samples"), a traceback or "internal error" on stderr,
 an exit status other than 0 (output made) or 1 (one line,
 nothing usable), exit 0 without the output file, a case running over
-30 s, or a peak of Python memory (tracemalloc) over 10x the bytes the
-reader read plus 2 MiB (a run's fixed cost: read buffers, the page; at
-most 0.7 MiB on the unmutated inputs). For lj_merge's plain folded runs of
+30 s, or a peak resident size over 10x the bytes the reader read plus
+2 MiB (a run's fixed cost: buffers, the page; at most 0.1 MiB on the
+unmutated inputs). For lj_merge's plain folded runs of
 tests/lj_merge/fixtures, every sample the mutation left whole must also be
 folded (at least its weight under its own stack).
 
@@ -59,7 +59,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 
 sys.dont_write_bytecode = True
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -716,8 +715,7 @@ def check(inp, opts, data, mdata, damaged, tmp_root, cli_too=False):
     """The failure of one mutated input, or None."""
     tmp = tempfile.mkdtemp(dir=tmp_root)
     try:
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
+        base = _rss_reset()
         signal.alarm(TIMEOUT)
         try:
             bad, nread, got = run_case(inp, opts, mdata, tmp)
@@ -732,7 +730,7 @@ def check(inp, opts, data, mdata, damaged, tmp_root, cli_too=False):
                                        tb.tb_lineno)
         finally:
             signal.alarm(0)
-        peak = tracemalloc.get_traced_memory()[1] - base
+        peak = _rss_peak() - base
         if bad:
             return bad
         if peak > MEM_RATIO * nread + MEM_FIXED:
@@ -748,6 +746,26 @@ def check(inp, opts, data, mdata, damaged, tmp_root, cli_too=False):
         return None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _status_kb(key):
+    with open("/proc/self/status") as f:
+        for ln in f:
+            if ln.startswith(key):
+                return int(ln.split()[1]) << 10
+    raise SystemExit("fuzz.py: no %s in /proc/self/status" % key)
+
+
+def _rss_reset():
+    """Resets this process's peak resident size (Linux >= 4.0:
+    clear_refs 5) and returns its resident size now, in bytes."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_kb("VmRSS:")
+
+
+def _rss_peak():
+    return _status_kb("VmHWM:")
 
 
 def describe(seed, i, inp, opts, what, only=None):
@@ -822,7 +840,6 @@ def main():
     if (opts.save and not opts.case) or (opts.found and not opts.save):
         ap.error("--save needs --case, --found needs --save")
     signal.signal(signal.SIGALRM, _alarm)
-    tracemalloc.start()
     tmp_root = tempfile.mkdtemp(prefix="ljperf_fuzz.")
     t0 = time.monotonic()
     failures, ncli = [], 0

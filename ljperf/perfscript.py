@@ -668,7 +668,7 @@ class Reader:
                     t = e = period = None
                     if ti:
                         t = toks[ti]
-                        if t[-1] != ":" or "." not in t:
+                        if not is_time(t):    # digits only: float(t) later
                             nt = 0
                         t = t[:-1]
                     if evi:

@@ -417,8 +417,8 @@ def _quiet():
 
 
 def _call(fn):
-    """(exit status, stdout, stderr) of FN() the way a command's entry ends
-    it; an exception other than SystemExit and Fail propagates."""
+    """(exit status, stderr) of FN() the way a command's entry ends it; an
+    exception other than SystemExit and Fail propagates."""
     with _quiet() as (out, err):
         try:
             rc = fn()
@@ -430,7 +430,7 @@ def _call(fn):
     if isinstance(rc, str):                  # sys.exit("message")
         err.write(rc + "\n")
         rc = 1
-    return (0 if rc is None else rc), out, err.getvalue()
+    return (0 if rc is None else rc), err.getvalue()
 
 
 def _check_exit(what, rc, err, out_path):
@@ -508,7 +508,7 @@ def run_case(inp, opts, data, tmp):
         else:
             text = path
         out = os.path.join(tmp, "out")
-        rc, _o, err = _call(lambda: merge_cli.main(args + ["-o", out, text]))
+        rc, err = _call(lambda: merge_cli.main(args + ["-o", out, text]))
         bad = _check_exit("lj_merge", rc, err, out)
         if bad:
             return bad, nread, None
@@ -523,19 +523,19 @@ def run_case(inp, opts, data, tmp):
                     stacks[s] = stacks.get(s, 0) + int(n)
     if inp.reader == "jitdump":
         # ljperf record's pruning (finish.prune_dumps) and the command line
-        rc, _o, err = _call(lambda: _prune(path, tmp))
+        rc, err = _call(lambda: _prune(path, tmp))
         bad = _check_exit("prune", rc, err, None)
         if bad:
             return bad, nread, None
-        rc, _o, err = _call(lambda: jitdump._main(["jitdump.py", path, "-v"]))
+        rc, err = _call(lambda: jitdump._main(["jitdump.py", path, "-v"]))
         if rc not in (0, 1) or "Traceback" in err:
             return "jitdump.py: exit %r %s" % (rc, err[-300:]), nread, None
     if inp.reader == "inline":
-        rc, _o, err = _call(lambda: inline.main(["inline", path]))
+        rc, err = _call(lambda: inline.main(["inline", path]))
         bad = _check_exit("ljperf.inline", rc, err, None)
         if bad:
             return bad, nread, None
-        rc, _o, err = _call(lambda: [finish.inline_addrs(path[:-len(".inline")]), 0][1])
+        rc, err = _call(lambda: [finish.inline_addrs(path[:-len(".inline")]), 0][1])
         bad = _check_exit("inline_addrs", rc, err, None)
         if bad:
             return bad, nread, None
@@ -579,17 +579,17 @@ def _run_profile(inp, opts, tmp):
     out = os.path.join(tmp, "out")
     if opts[0] == "diff":
         argv = ["diff", other, d, "-o", out, "--format", opts[1]] + opts[2:]
-        rc, _o, err = _call(lambda: cli.main(argv))
+        rc, err = _call(lambda: cli.main(argv))
         bad = _check_exit("ljperf diff", rc, err, out)
         if bad:
             return bad
         argv = ["diff", d, os.path.join(d, "profile.folded"), "-o", out + "2",
                 "--format", opts[1]] + opts[2:]
-        rc, _o, err = _call(lambda: cli.main(argv))
+        rc, err = _call(lambda: cli.main(argv))
         return _check_exit("ljperf diff (file)", rc, err, out + "2")
     for src in (d, os.path.join(d, "profile.folded")):
         argv = ["--from-folded", src, "-o", out] + opts[1:]
-        rc, _o, err = _call(lambda: pprof_cli.main(argv))
+        rc, err = _call(lambda: pprof_cli.main(argv))
         bad = _check_exit("pprof.py", rc, err, out)
         if bad:
             return bad

@@ -200,10 +200,12 @@ def load_dump(path):
     d = Dump(pid, path, loads, warnings)
     ipath = path + ".inline"
     if os.path.isfile(ipath):
+        damage = []
         try:
-            d.add_inline(inline.read(ipath))
+            d.add_inline(inline.read(ipath, damage))
         except (OSError, ValueError) as e:
             warnings.append("%s: %s" % (ipath, one_line(e)))
+        warnings += ["%s: %s" % (ipath, x) for x in damage]
     return d
 
 

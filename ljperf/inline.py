@@ -23,8 +23,8 @@ API:
 A damaged header raises ValueError; a damaged or truncated record ends the
 iteration (what a process killed mid-write leaves); a damaged one (not
 merely cut short, as a writer still running leaves the last) is said in
-DAMAGE, a list when given: "offset N: bad node record, M bytes not read". Command line:
-`python3 -m ljperf.inline FILE` prints each trace.
+DAMAGE, a list when given: "offset N: bad node record, M bytes not read".
+Command line: `python3 -m ljperf.inline FILE` prints each trace.
 """
 
 import collections

@@ -26,6 +26,7 @@ is a memory profile's folded file (alloc.folded, inuse.folded: what lj_merge
 Called by ljperf.cli (`ljperf diff`); draws with ljperf.render.
 """
 
+import collections
 import json
 import os
 import sys
@@ -63,11 +64,14 @@ class Side:
         if not os.path.isfile(folded):
             raise Fail("%s: no folded profile (%s): give an ljperf output directory "
                           "or a folded file" % (path, folded))
+        bad, kbad = collections.Counter(), collections.Counter()
         try:
-            self.stacks = load_folded(folded)
+            self.stacks = load_folded(folded, bad)
         except OSError as e:
             raise Fail("cannot read %s: %s" % (folded, e.strerror or e))
-        self.kinds = load_kinds(kinds_path) if kinds_path else {}
+        self.kinds = load_kinds(kinds_path, kbad) if kinds_path else {}
+        # malformed lines skipped: [(file, count)]
+        self.skipped = [(p, c["lines"]) for p, c in ((folded, bad), (kinds_path, kbad)) if c]
         self.total = sum(w for _, w in self.stacks)
         self.title = os.path.basename(os.path.normpath(path))
         self.command = meta.get("title")
@@ -171,11 +175,15 @@ def write_html(before, after, out, absolute=False, unit=None):
 
 
 def run(opts):
-    """ljperf diff (opts: before, after, output, absolute, format)."""
+    """ljperf diff (opts: before, after, output, absolute, format). Says
+    last how many malformed lines of the inputs were skipped."""
     before, after = Side(opts.before), Side(opts.after)
+    skipped = ", ".join("%d in %s" % (n, p) for side in (before, after)
+                        for p, n in side.skipped)
     empty = [side.path for side in (before, after) if not side.stacks]
     if len(empty) == 2:
-        raise Fail("both profiles are empty: %s, %s" % tuple(empty))
+        raise Fail("both profiles are empty: %s, %s%s" % (
+            empty[0], empty[1], " (skipped malformed lines: %s)" % skipped if skipped else ""))
     if empty and not opts.absolute:
         # Shares of nothing are undefined; an empty side is a real
         # outcome (a leak gone, a function no longer called).
@@ -188,8 +196,10 @@ def run(opts):
                 f.writelines(lines)
         else:
             sys.stdout.writelines(lines)
-        return 0
-    out = os.path.abspath(opts.output or "diff.html")
-    write_html(before, after, out, opts.absolute, getattr(opts, "unit", None))
-    say("diff flame graph %s" % out)
+    else:
+        out = os.path.abspath(opts.output or "diff.html")
+        write_html(before, after, out, opts.absolute, getattr(opts, "unit", None))
+        say("diff flame graph %s" % out)
+    if skipped:
+        say("skipped malformed lines: %s" % skipped)
     return 0

@@ -6,7 +6,7 @@ VM_PREFIXES); nothing else decides what a frame is."""
 import os
 import re
 
-from ljperf.perfscript import parse_reg, split_frame
+from ljperf.perfscript import is_num, parse_reg, split_frame
 from ljperf.vmregs import PC_NAMES
 
 
@@ -108,7 +108,7 @@ def parse_trace_name(name):
         return None
     owner = parts[2] if len(parts) == 3 and parts[2] else parts[1]
     _, _, ln = parts[1].rpartition(":")
-    return owner, (int(ln) if ln.isdigit() else None)
+    return owner, (int(ln) if is_num(ln) else None)
 
 
 class Fr:
@@ -175,7 +175,7 @@ def _jitted(dso):
     if not (b.startswith("jitted-") and b.endswith(".so")):
         return None
     p, _, i = b[7:-3].partition("-")
-    if p.isdigit() and i.isdigit():
+    if is_num(p) and is_num(i):
         return int(p), int(i)
     return None
 
@@ -261,7 +261,7 @@ _RUNTIME_PREFIXES = ("lj_", "lua_", "luaL_", "luaJIT_", "luaopen_")
 # lj_merge's Lua naming, the one pattern: [NAME@]CHUNK:LINE[:CURLINE], where
 # CURLINE (--lines) is a number or `?` (unknown); groups NAME, CHUNK, LINE,
 # CURLINE.
-LUA_LABEL = re.compile(r"^(?:([^@;]*)@)?([^@;]+?):(\d+)(?::(\d+|\?))?$")
+LUA_LABEL = re.compile(r"^(?:([^@;]*)@)?([^@;]+?):([0-9]{1,20})(?::([0-9]{1,20}|\?))?$")
 _BUILTIN = re.compile(r"^(?:%s|file)[.:][A-Za-z_]\w*(?:\.\w+)*$" % "|".join(_LIBS))
 _PRIORITY = ("trace", "lua", "builtin", "vm", "kernel", "c")
 

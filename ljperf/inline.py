@@ -21,8 +21,10 @@ API:
     stacks(trace) -> [tuple of pcs, innermost first] per node (index node-1)
 
 A damaged header raises ValueError; a damaged or truncated record ends the
-iteration (what a process killed mid-write leaves). Command line:
-`python3 -m ljperf.inline FILE` prints each trace.
+iteration (what a process killed mid-write leaves); a damaged one (not
+merely cut short, as a writer still running leaves the last) is said in
+DAMAGE, a list when given: "offset N: bad node record, M bytes not read".
+Command line: `python3 -m ljperf.inline FILE` prints each trace.
 """
 
 import collections
@@ -63,7 +65,7 @@ def _trace(data, at):
     return Trace(index, addr, size, nodes, ranges, traceno, root, link, linknode), end
 
 
-def read(path):
+def read(path, damage=None):
     with open(path, "rb") as f:
         data = f.read()
     if not data.startswith(HEAD):
@@ -72,8 +74,11 @@ def read(path):
     while at < len(data):
         try:
             t, at = _trace(data, at)
-        except ValueError:
-            return                          # a damaged record ends the file
+        except ValueError as e:             # a damaged record ends the file
+            if damage is not None and str(e) != "truncated":
+                damage.append("offset %d: %s record, %d bytes not read"
+                              % (at, e, len(data) - at))
+            return
         yield t
 
 

@@ -109,7 +109,8 @@ Off-CPU and wall profiles (--off-cpu, --wall FILE)
 
 Robustness: malformed or truncated lines are skipped and counted (one
 summary line on stderr); a sample lj_merge cannot make sense of is dropped
-and counted, never the run. What the input lacks (-F fields) and what that
+and counted, never the run. When nothing usable is left, one line says so
+and the exit status is 1. What the input lacks (-F fields) and what that
 costs is said once on stderr ("note:").
 """
 
@@ -238,7 +239,9 @@ def make_parser():
                        "and counted (one summary line on stderr); samples that make no "
                        "sense are dropped and counted. Empty input gives empty output "
                        "and a warning. Exit status: 0 ok (also with skipped lines or "
-                       "dropped samples), 1 I/O error (input, output, --kinds, --pprof), 2 bad "
+                       "dropped samples), 1 I/O error (input, output, --kinds, --pprof) "
+                       "or nothing usable in the input (all of it skipped or dropped: "
+                       "one line, no output), 2 bad "
                        "arguments, 3 internal error (a bug: please report it), 130 "
                        "interrupted, 141 output pipe closed (SIGPIPE).")
     p.add_argument("input", nargs="?", default="-",
@@ -474,6 +477,14 @@ def main(argv=None):
     finally:
         if inp is not sys.stdin.buffer:
             inp.close()
+    bad = st.skipped() + merger.bad
+    if st.samples <= merger.dropped and (bad or merger.dropped):
+        # the input was all damage: no output, one line
+        sys.stderr.write("%s: nothing usable in the input: %s\n" % (PROG, "; ".join(
+            x for x in ("skipped %d malformed lines" % bad if bad else "",
+                        "dropped %d samples lj_merge could not make sense of"
+                        % merger.dropped if merger.dropped else "") if x)))
+        return 1
     err = write_outputs(merger, opts, merger.settle())
     if err:
         sys.stderr.write("%s: %s\n" % (PROG, err))

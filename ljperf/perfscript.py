@@ -49,6 +49,7 @@ from itertools import repeat
 BLOCK = 1 << 18          # bytes read per read(2)
 MAX_LINE = 1 << 20       # longer lines are dropped (bounded memory)
 MAX_CARRY = 1 << 20      # a chunk still open at a batch end, longer: cut by lines
+MAX_NAME = 255           # longer comm (Linux: 15 bytes) or event names are damage
 
 # One sample. chain: its callchain lines as printed ('\t'-led, srcline lines
 # kept after their frame) joined by '\n', "" without a chain; regs: the
@@ -127,13 +128,16 @@ def read_blocks(f, stats, block=BLOCK, max_line=MAX_LINE):
             stats.huge += 1
             carry = b""
             skipping = True
-        if j > max_line:          # may hold an over-long line (counted in characters)
-            text = (head + blk[:k]).decode("utf-8", "replace")
-            lines = [ln for ln in text.split("\n") if len(ln) <= max_line]
-            stats.huge += text.count("\n") + 1 - len(lines)
+        if j > max_line:          # may hold an over-long line (counted in bytes)
+            lines = (head + blk[:k]).split(b"\n")
+            head = None
+            n = len(lines)
+            lines = [ln for ln in lines if len(ln) <= max_line]
+            stats.huge += n - len(lines)
             if not lines:
                 continue
-            yield ("\n".join(lines).encode("utf-8"),)
+            text, lines = b"\n".join(lines), None    # one copy alive (bounded memory)
+            yield (text,)
             continue
         yield head, memoryview(blk)[:k]   # not copied
     if carry and carry.strip():
@@ -154,22 +158,29 @@ class Header:
         self.period = self.event = self.rest = self.layout = None
 
 
+def is_num(tok):
+    """A decimal number as perf prints it: ASCII digits, at most 20 (a
+    u64). Other digits (str.isdigit takes '²') and longer runs are not
+    numbers: int() would fail on them or grow without bound."""
+    return tok.isdigit() and len(tok) <= 20 and tok.isascii()
+
+
 def is_time(tok):
     """'832.171767:' -- digits '.' digits ':'"""
     if len(tok) < 4 or tok[-1] != ":":
         return False
     a, dot, b = tok[:-1].partition(".")
-    return dot == "." and a.isdigit() and b.isdigit()
+    return dot == "." and is_num(a) and is_num(b)
 
 
 def parse_pidtid(tok):
     """'123/456' -> (123, 456); '123' -> (None, 123): a lone number is the
     tid in perf's default output (with -F pid alone it is the pid; callers
     map a tid to its process); else None."""
-    if tok.isdigit():
+    if is_num(tok):
         return (None, int(tok))
     a, sl, b = tok.partition("/")
-    if sl and a.isdigit() and b.isdigit():
+    if sl and is_num(a) and is_num(b):
         return (int(a), int(b))
     return None
 
@@ -183,7 +194,7 @@ def _is_hex(tok):
 
 
 def _is_cpu(tok):
-    return len(tok) > 2 and tok[0] == "[" and tok[-1] == "]" and tok[1:-1].isdigit()
+    return len(tok) > 2 and tok[0] == "[" and tok[-1] == "]" and is_num(tok[1:-1])
 
 
 def _find_pid(line, toks, start, ti):
@@ -198,7 +209,7 @@ def _find_pid(line, toks, start, ti):
         if "/" in toks[i] and parse_pidtid(toks[i]) is not None:
             return i
     for i in range(start, len(toks)):
-        if toks[i].isdigit():
+        if is_num(toks[i]):
             if i > 0 and _padded_period(line, toks[i]):
                 return -1                    # "comm    1001001 ": the period
             return i
@@ -260,7 +271,7 @@ def parse_header(line):
     # period: a bare number before the event name (not the inline ip of a
     # sample without callchain: that one is followed by a symbol)
     pe = -1
-    if k < n and toks[k].isdigit() and (k + 1 == n or toks[k + 1][-1] == ":"
+    if k < n and is_num(toks[k]) and (k + 1 == n or toks[k + 1][-1] == ":"
                                         or _is_hex(toks[k + 1])):
         h.period = int(toks[k])
         pe = k
@@ -278,6 +289,8 @@ def parse_header(line):
                     pe - n if pe >= 0 else 0, ev - n if ev >= 0 else 0)
     if h.comm is None and h.pid is None and h.tid is None and h.time is None \
             and h.period is None and h.event is None:
+        return None
+    if len(h.comm or "") > MAX_NAME or len(h.event or "") > MAX_NAME:
         return None
     return h
 
@@ -417,7 +430,7 @@ def parse_event(line):
         a, _, b = rest[5:].partition("):(")
         c = a.split(":")
         p = b.partition(")")[0].split(":")
-        if len(c) == 2 and len(p) == 2 and all(x.isdigit() for x in c + p):
+        if len(c) == 2 and len(p) == 2 and all(is_num(x) for x in c + p):
             return _new(Event, ("fork" if rest[0] == "F" else "exit", t,
                                 int(c[0]), int(c[1]), int(p[0]), int(p[1]), None))
     elif rest.startswith("COMM exec:"):
@@ -545,7 +558,8 @@ class Reader:
             if tb is not None:
                 tb, carry = tb
             else:
-                chunks = _CHUNKS(data.decode("utf-8", "replace")[1:])
+                chunks = _CHUNKS(str(memoryview(data)[1:], "utf-8", "replace"))
+                data = None
                 c = chunks.pop()              # may go on in the next batch
                 if len(c) > MAX_CARRY:
                     chunks.append(c)
@@ -654,7 +668,7 @@ class Reader:
                     t = e = period = None
                     if ti:
                         t = toks[ti]
-                        if t[-1] != ":" or "." not in t:
+                        if not is_time(t):    # digits only: float(t) later
                             nt = 0
                         t = t[:-1]
                     if evi:
@@ -664,8 +678,8 @@ class Reader:
                         e = e[:-1]
                     if pe:
                         period = toks[pe]
-                        if period.isdigit():
-                            period = int(period)
+                        if period.isdigit() and len(period) <= 20 and period.isascii():
+                            period = int(period)          # is_num, inline
                         else:
                             nt = 0
                     pt = pidtids.get(toks[pi])
@@ -678,16 +692,21 @@ class Reader:
                     if nt > need and any(is_time(x) for x in toks[1:nt - need + 1]):
                         nt = 0                # not comm with spaces: another layout
                     if nt:
-                        n += 1
                         c = toks[0] if nt == need else " ".join(toks[:nt - need + 1])
                         if c == comm:
                             c = comm          # one str object: its hash is kept
+                        elif len(c) > MAX_NAME:
+                            nt = 0            # damage: parse_header says so
                         else:
                             comm = c
                         if e == event:
                             e = event
+                        elif e is not None and len(e) > MAX_NAME:
+                            nt = 0
                         else:
                             event = e
+                    if nt:
+                        n += 1
                         put((c, pt[0], pt[1], t, period, e, body, regs, None))
                         continue
             if body[:1] == " " or "\n " in body:

@@ -310,7 +310,7 @@ def write_profile(out, stacks, **meta):
 
 # -- Folded stacks -> frames ---------------------------------------------------
 
-_ROOT = re.compile(r"^(.*?)-(\d+)(?:/(\d+))?$")
+_ROOT = re.compile(r"^(.*?)-([0-9]{1,20})(?:/([0-9]{1,20}))?$")
 
 
 def parse_root(name):
@@ -348,14 +348,17 @@ def parse_frame(name, kinds=None):
     return Frame(name, kind=kind)
 
 
-def from_folded(lines, profile, weights="count", kinds=None):
+def from_folded(lines, profile, weights="count", kinds=None, skipped=None):
     """Adds folded stacks (root;...;leaf WEIGHT lines) to PROFILE. WEIGHTS
     "count": the weight is a number of samples; "ns": nanoseconds (ljperf's
     profile.folded for cpu-clock), counted as round(ns / period) samples.
-    Lines are read by folded.parse (a decimal weight is rounded)."""
+    Lines are read by folded.parse (a decimal weight is rounded; SKIPPED:
+    see there). Returns the number of stacks added."""
     cache = {}
     per = profile.period_ns
-    for names, w in folded.parse(lines):
+    added = 0
+    for names, w in folded.parse(lines, skipped):
+        added += 1
         frames = []
         for n in names[1:]:
             f = cache.get(n)
@@ -366,3 +369,4 @@ def from_folded(lines, profile, weights="count", kinds=None):
             profile.add(frames, max(1, round(w / per)) if per else w, w, parse_root(names[0]))
         else:
             profile.add(frames, w, None, parse_root(names[0]))
+    return added

@@ -11,6 +11,7 @@ FILE is folded stacks (root;...;leaf WEIGHT); DIR an ljperf output directory
 frequency, start and duration; perf evlist for the event)."""
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -31,6 +32,19 @@ def recorded_event(d):
     return event_name(shutil.which("perf") or "perf", d, data)
 
 
+def sane_meta(meta):
+    """The fields of ljperf.json (META, as JSON gave it) this converter
+    uses, those of the right type and range only: event and recorded
+    strings, frequency (Hz) and duration (s) finite numbers in range."""
+    meta = meta if isinstance(meta, dict) else {}
+    out = {k: meta[k] for k in ("event", "recorded") if isinstance(meta.get(k), str)}
+    for k, lo, hi in (("frequency", 1, 1e9), ("duration", 0, 1e9)):
+        v = meta.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi:
+            out[k] = v
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="pprof.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,14 +61,16 @@ def main(argv=None):
     p.add_argument("--duration", metavar="S", type=float, help="recording length")
     opts = p.parse_args(argv)
     src, kinds, meta = opts.from_folded, {}, {}
+    skipped = collections.Counter()         # malformed lines, of both files
     if os.path.isdir(src):
-        kinds = load_kinds(os.path.join(src, "profile.kinds"))
+        kinds = load_kinds(os.path.join(src, "profile.kinds"), skipped)
         try:
-            with open(os.path.join(src, "ljperf.json")) as f:
+            with open(os.path.join(src, "ljperf.json"), encoding="utf-8") as f:
                 meta = json.load(f)
         except (OSError, ValueError):
             meta = {}
         src = os.path.join(src, "profile.folded")
+    meta = sane_meta(meta)
     event = recorded_event(opts.from_folded) or meta.get("event") or ""
     weights = opts.weights or ("ns" if event.split(":")[0] in ("cpu-clock", "task-clock")
                                else "count")
@@ -62,21 +78,28 @@ def main(argv=None):
     duration = opts.duration if opts.duration is not None else meta.get("duration") or 0
     try:
         start = round(datetime.datetime.fromisoformat(meta["recorded"]).timestamp() * 1e9)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        start = 0
+    if not 0 <= start < 1 << 63:          # pprof's time_nanos: int64, after 1970
         start = 0
     prof = pprof.Profile(period_ns=period, duration_ns=round(duration * 1e9), time_ns=start,
                    event=event)
     try:
         with open(src, encoding="utf-8", errors="surrogateescape") as f:
-            pprof.from_folded(f, prof, weights, kinds)
+            n = pprof.from_folded(f, prof, weights, kinds, skipped)
     except OSError as e:
         sys.exit("pprof.py: cannot read %s: %s" % (src, e.strerror or e))
+    bad = "skipped %d malformed lines" % skipped["lines"] if skipped else ""
+    if not n and skipped:
+        sys.exit("pprof.py: no stacks in %s (%s)" % (src, bad))
     if opts.output == "-":
         if sys.stdout.isatty():
             sys.exit("pprof.py: not writing a binary profile to a terminal: give -o FILE")
         prof.write(sys.stdout.buffer)
     else:
         prof.write(opts.output)
+    if bad:
+        sys.stderr.write("pprof.py: %s\n" % bad)
     return 0
 
 

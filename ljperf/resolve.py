@@ -161,10 +161,12 @@ def load_dump(path):
     d = Dump(pid, path, loads, warnings)
     ipath = path + ".inline"
     if os.path.isfile(ipath):
+        damage = []
         try:
-            d.add_inline(inline.read(ipath))
+            d.add_inline(inline.read(ipath, damage))
         except (OSError, ValueError) as e:
             warnings.append("%s: %s" % (ipath, one_line(e)))
+        warnings += ["%s: %s" % (ipath, x) for x in damage]
     return d
 
 
@@ -313,10 +315,12 @@ class Resolver:
         return out
 
     def add_dir(self, d):
-        """A directory seen in the input (jit-PID.dump mmap, jitted-*.so)."""
+        """A directory seen in the input (jit-PID.dump mmap, jitted-*.so);
+        one that is not a directory here (a path damaged in the input: a
+        NUL byte in it would reach os.listdir) is not searched."""
         if self.explicit:
             return
-        if d and d not in self.dirs:
+        if d and d not in self.dirs and os.path.isdir(d):
             self.dirs.append(d)
             # retry processes whose dump was not found so far
             for pid in [p for p, v in self.dumps.items() if v is None]:

@@ -783,6 +783,11 @@ class Robustness(TmpDir):
         for cut in (1, 17, 100, 1000, 4321, len(data) // 2, len(data) - 3):
             code, out, err = run(["--lines", "--jitdump", os.path.join(FIX, "fakevm"), "-"],
                                  stdin=data[:cut])
+            if cut < data.index(b"\n"):       # all of it a cut line: nothing usable
+                self.check_clean(code, err, 1)
+                self.assertEqual((out, err), ("", "lj_merge: nothing usable in the input: "
+                                                  "skipped 1 malformed lines\n"))
+                continue
             self.check_clean(code, err)
             got = folded(out)
             self.assertLessEqual(sum(got.values()), total, cut)

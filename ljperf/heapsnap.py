@@ -61,20 +61,31 @@ class Snapshot:
             self.edges, end = _int_array(data, _find(data, b"edges", end))
             sstart = _find(data, b"strings", end)
             self.strings, _ = json.JSONDecoder().raw_decode(data[sstart:].decode("utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as e:
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
             raise BadSnapshot("%s: %s" % (path, e))
+        except (TypeError, OverflowError):    # array("q") of a float, string, 2^63...
+            raise BadSnapshot("%s: a node or edge field is not a 64-bit integer" % path)
         except BadSnapshot as e:
             raise BadSnapshot("%s: not a heap snapshot (%s)" % (path, e))
-        m = meta["meta"]
-        nf, ef = m["node_fields"], m["edge_fields"]
-        self.nf, self.ef = len(nf), len(ef)
-        self.o_type, self.o_name, self.o_id = nf.index("type"), nf.index("name"), nf.index("id")
-        self.o_size, self.o_count = nf.index("self_size"), nf.index("edge_count")
-        self.node_types = m["node_types"][0]
-        self.edge_types = m["edge_types"][0]
+        try:
+            m = meta["meta"]
+            nf, ef = m["node_fields"], m["edge_fields"]
+            self.nf, self.ef = len(nf), len(ef)
+            self.o_type, self.o_name, self.o_id = nf.index("type"), nf.index("name"), nf.index("id")
+            self.o_size, self.o_count = nf.index("self_size"), nf.index("edge_count")
+            self.o_etype, self.o_ename, self.o_to = (ef.index("type"), ef.index("name_or_index"),
+                                                     ef.index("to_node"))
+            self.node_types = m["node_types"][0]
+            self.edge_types = m["edge_types"][0]
+            self.weak = self.edge_types.index("weak")
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise BadSnapshot("%s: bad snapshot meta data (%r)" % (path, e))
+        if (self.o_etype, self.o_ename, self.o_to) != (0, 1, 2):
+            raise BadSnapshot("%s: edge fields are not type, name_or_index, to_node" % path)
         self.n = len(self.nodes) // self.nf
         if len(self.nodes) % self.nf or len(self.edges) % self.ef:
             raise BadSnapshot("%s: truncated node or edge array" % path)
+        self._check()
         self.first = array("q", [0]) * (self.n + 1)
         total = 0
         for i in range(self.n):
@@ -83,12 +94,40 @@ class Snapshot:
         if total * self.ef != len(self.edges):
             raise BadSnapshot("%s: edge counts say %d edges, the array holds %d"
                               % (path, total, len(self.edges) // self.ef))
-        self.weak = self.edge_types.index("weak")
         self.shortcut = self.edge_types.index("shortcut") if "shortcut" in self.edge_types else -1
         self.named = set(i for i, t in enumerate(self.edge_types) if t not in ("element", "hidden"))
         self._dom = None
         self._parent = None
         self._ltype = None
+
+    def _check(self):
+        """Every index the graph follows is in range (else BadSnapshot):
+        node types, names (strings), edge counts and sizes (>= 0), edge
+        types, targets and the names of named edges."""
+        def bad(what):
+            raise BadSnapshot("%s: %s" % (self.file, what))
+
+        def within(a, hi, what):
+            if len(a) and (min(a) < 0 or max(a) >= hi):
+                bad("%s out of range" % what)
+        if not isinstance(self.strings, list) or not all(isinstance(x, str) for x in self.strings):
+            bad("strings is not an array of strings")
+        if not all(isinstance(x, str) for x in list(self.node_types) + list(self.edge_types)):
+            bad("node or edge types are not strings")
+        if self.n == 0:
+            bad("no nodes (no root)")
+        nodes, nf, edges, ef = self.nodes, self.nf, self.edges, self.ef
+        big = 1 << 62
+        within(nodes[self.o_type::nf], len(self.node_types), "a node type")
+        within(nodes[self.o_name::nf], len(self.strings), "a node name")
+        within(nodes[self.o_size::nf], big, "a node size")
+        within(nodes[self.o_count::nf], big, "an edge count")
+        within(edges[0::ef], len(self.edge_types), "an edge type")
+        within(edges[2::ef], self.n * nf, "an edge target")
+        named = set(i for i, t in enumerate(self.edge_types) if t not in ("element", "hidden"))
+        nstr = len(self.strings)
+        if any(t in named and not 0 <= k < nstr for t, k in zip(edges[0::ef], edges[1::ef])):
+            bad("an edge name out of range")
 
     # -- Nodes and edges -------------------------------------------------------
 

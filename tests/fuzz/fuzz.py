@@ -9,7 +9,8 @@ usage: fuzz.py [-n N | --long] [--seed S] [--only READER] [-v]
 The inputs are real: tests/lj_merge/fixtures (perf script texts, jitdumps,
 perf maps of the patched VM under perf) and fixtures/ here (a recording
 with its jit-PID.dump.inline, a --mem and an --off-cpu text, the folded and
-kinds files `ljperf record` made of them; fixtures/README). Case I of seed
+kinds files `ljperf record` made of them, two heap snapshots of one run;
+fixtures/README). Case I of seed
 S (default seed 1) draws, from random.Random("S:I") alone, a reader, one
 of its inputs, one of its option sets and one mutation:
 
@@ -21,12 +22,15 @@ of its inputs, one of its option sets and one mutation:
   drop      a token, a frame's symbol or DSO, a register line removed
   hugeline  a line of 64 KiB - 2 MiB      hugecount a number made huge
   size      (binary files) a record's size, count or code size corrupted
+  jsonnum   (heap snapshots) a number inside a line made another JSON value
 
 and runs the reader the way its command runs it (inputs() below):
 lj_merge (merge_cli.main, every option), the jitdump and .inline readers
 (under lj_merge, `ljperf record`'s pruning and their command lines), the
 perf map (lj_merge with no jitdump beside it), folded, kinds and
-ljperf.json files (`ljperf diff`, `pprof.py --from-folded`); every 250th
+ljperf.json files (`ljperf diff`, `pprof.py --from-folded`), heap
+snapshots (`ljperf heap FILE`, then `ljperf heap diff` with the file as
+base, target or final); every 250th
 case also through the command's script in a child process. A failure is
 an exception out of the command's main (or one lj_merge caught for a
 sample: "dropped N samples"), a traceback or "internal error" on stderr,
@@ -52,6 +56,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import struct
@@ -86,8 +91,9 @@ CLI_EVERY = 250                 # every Nth case also through the command line
 # -- Inputs: (name, the file mutated, its kind, the reader, its setup) ----------
 #
 # A reader's setup copies what it reads into a scratch directory; the
-# mutated file replaces one of them. KIND: "text" or "jitdump"/"inline"
-# (binary: record sizes are corrupted too).
+# mutated file replaces one of them. KIND: "text", "json" (numbers inside
+# lines replaced too) or "jitdump"/"inline" (binary: record sizes are
+# corrupted too).
 
 class Input:
     def __init__(self, name, reader, path, kind, args=(), dump=None, opts=None, alone=False):
@@ -119,6 +125,10 @@ MEM_OPTS = [["--mem"], ["--mem", "--INUSE", "--mem-kinds", "--SUMMARY", "--KINDS
 OFF_OPTS = [["--off-cpu"], ["--off-cpu", "--WALL", "--WALLPPROF", "--KINDS", "--tid"],
             ["--off-cpu", "--format", "speedscope", "--jit-tag", "--pid"],
             ["--off-cpu", "--format", "pprof", "--lines"]]
+# ljperf heap FILE always, then one diff with the mutated file in each role
+# (the other side the unmutated snapshot of the same run)
+HEAP_OPTS = [["diff", "base", "target"], ["diff", "target", "base"],
+             ["diff", "base", "target", "target"], ["diff", "base", "target", "base"]]
 DIFF_OPTS = [["diff", "html"], ["diff", "folded"], ["diff", "folded", "--absolute"],
              ["pprof"], ["pprof", "--weights", "ns"]]
 
@@ -192,6 +202,11 @@ def inputs():
                 continue
             out.append(Input("fuzz/%s/%s" % (d, name), reader, _fix(d + "/" + name), "text",
                              ["--PAIR", folded, kinds], dump=_fix(d), opts=DIFF_OPTS))
+    # heap snapshots (jit.perf.heapsnapshot): ljperf heap and heap diff
+    for name in ("base", "target"):
+        out.append(Input("fuzz/heap/%s.heapsnapshot" % name, "heapsnap",
+                         _fix("heap/%s.heapsnapshot" % name), "json", dump=_fix("heap"),
+                         opts=HEAP_OPTS))
     return out
 
 
@@ -243,7 +258,7 @@ def _tokens(data):
 
 
 def m_nul(rnd, data, kind):
-    toks = _tokens(data) if kind == "text" else [(0, len(data))]
+    toks = _tokens(data) if kind in ("text", "json") else [(0, len(data))]
     a, b = rnd.choice(toks) if toks else (0, len(data))
     i = rnd.randint(a, b)
     return data[:i] + b"\0" + data[i:], "NUL at %d" % i, (i, i)
@@ -334,6 +349,23 @@ def m_hugecount(rnd, data, kind):
     return data[:a] + new + data[b:], "number at %d -> %r" % (a, new[:40]), (st, b + 1)
 
 
+JSON_VALUES = (b"-1", b"0", b"1", b"6", b"7", b"99999999", b"1e308", b"2.5", b"-0",
+               b"9223372036854775808", b"null", b"true", b'"x"', b"[]", b"{}", b"[1,2]")
+
+
+def m_jsonnum(rnd, data, kind):
+    """A number inside a JSON line (a node's type, name, size or edge
+    count, an edge's type, name or target) made another value."""
+    nums = [m.span() for m in re.finditer(rb"-?[0-9]+", data)]
+    if not nums:
+        return m_insert(rnd, data, kind)
+    a, b = rnd.choice(nums)
+    old = int(data[a:b])
+    new = rnd.choice(JSON_VALUES + (b"%d" % (old + 1), b"%d" % (old - 1),
+                                    b"%d" % (old * 7), b"%d" % rnd.randrange(1 << 16)))
+    return data[:a] + new + data[b:], "number at %d: %d -> %r" % (a, old, new), (a, b)
+
+
 SIZES = (0, 1, 15, 16, 17, 39, 40, 41, 0x7fffffff, 0xffffffff)
 
 
@@ -385,12 +417,13 @@ def m_size(rnd, data, kind):
 
 TEXT_MUTATIONS = (m_flip, m_insert, m_nul, m_cut, m_truncate, m_dup, m_reorder, m_drop,
                   m_hugeline, m_hugecount)
+JSON_MUTATIONS = TEXT_MUTATIONS + (m_jsonnum,) * 4
 BINARY_MUTATIONS = (m_flip, m_insert, m_nul, m_cut, m_truncate, m_size, m_size, m_size,
                     m_hugeline)
 
 
 def mutate(rnd, data, kind):
-    muts = TEXT_MUTATIONS if kind == "text" else BINARY_MUTATIONS
+    muts = {"text": TEXT_MUTATIONS, "json": JSON_MUTATIONS}.get(kind, BINARY_MUTATIONS)
     mut = rnd.choice(muts)
     if not data:
         return b"\0", "NUL in an empty file", (0, 0)
@@ -543,6 +576,12 @@ def run_case(inp, opts, data, tmp):
         bad = _run_profile(inp, opts, tmp)
         if bad:
             return bad, nread, None
+    if inp.reader == "heapsnap":
+        for argv in heap_argvs(inp, opts, tmp):
+            rc, err = _call(lambda: cli.main(argv))
+            bad = _check_exit("ljperf " + " ".join(argv[:2]), rc, err, None)
+            if bad:
+                return bad, nread, None
     return None, nread, stacks
 
 
@@ -557,6 +596,14 @@ def _prune(path, tmp):
 
 
 PROFILE_READERS = ("folded", "kinds", "json")
+
+
+def heap_argvs(inp, opts, tmp):
+    """ljperf heap on the mutated snapshot, then heap diff with option set
+    OPTS (["diff", names of TMP/dump/NAME.heapsnapshot...])."""
+    d = os.path.join(tmp, "dump")
+    snap = [os.path.join(d, n + ".heapsnapshot") for n in opts[1:]]
+    return [["heap", os.path.join(d, os.path.basename(inp.path))], ["heap", "diff"] + snap]
 
 
 def profile_dir(inp, tmp):
@@ -613,6 +660,19 @@ def run_cli(inp, opts, data, tmp):
         argv = [os.environ.get("LJ_MERGE") or os.path.join(ROOT, "perf-script", "lj_merge.py")] \
             + args + ["-o", out, text]
         what = "lj_merge (command line)"
+    elif inp.reader == "heapsnap":
+        for argv in heap_argvs(inp, opts, tmp):
+            argv = [os.path.join(ROOT, "tools", "ljperf", "ljperf.py")] + argv
+            what = "ljperf %s (command line)" % " ".join(argv[1:3])
+            try:
+                p = subprocess.run([sys.executable] + argv, capture_output=True,
+                                   timeout=TIMEOUT, cwd=tmp)
+            except subprocess.TimeoutExpired:
+                return "%s: still running after %d s" % (what, TIMEOUT)
+            bad = _check_exit(what, p.returncode, p.stderr.decode("utf-8", "replace"), None)
+            if bad:
+                return bad
+        return None
     elif opts[0] == "diff":
         argv = [os.path.join(ROOT, "tools", "ljperf", "ljperf.py"), "diff",
                 os.path.join(inp.dump, inp.args[1]), profile_dir(inp, tmp), "-o", out,
@@ -783,7 +843,7 @@ def by_reader(only=None):
             readers.setdefault(inp.reader, []).append(inp)
     if not readers:
         raise SystemExit("fuzz.py: no reader %r (known: perf-script, jitdump, inline, "
-                         "perf-map, folded, kinds, json)" % only)
+                         "perf-map, folded, kinds, json, heapsnap)" % only)
     return readers
 
 

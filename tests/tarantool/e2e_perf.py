@@ -56,9 +56,10 @@ does, so no check asks for 100%.
 
 JIT traces. lj_merge shows a sample in a trace as the trace's root function
 and the functions the trace inlined at that address (jit-PID.dump.inline),
-all tagged _[j] here with --jit-tag; frames that traces made on the way
-(a trace that jumped into another trace, e.g. the recursion's trace into
-hot_inner's loop) may be missing. So in every check below a chain of Lua
+all tagged _[j] here with --jit-tag; the frames under it are records, also
+those a trace made before it jumped into another trace (vm_patch 0007),
+but a trace frame may stand for functions the trace inlined and returned
+from. So in every check below a chain of Lua
 frames matches its expected chain when it IS the expected chain (all
 interpreted), or when its interpreted frames are the start of the expected
 chain and its trace frames after them are, in order, functions of the rest
@@ -66,10 +67,9 @@ of the expected chain or functions that are not app.lua's (a Tarantool
 library function, e.g. msgpackffi's encode_int recorded into a trace that
 returned into select_ffi). Another app.lua function, an interpreted frame
 out of place or after a trace frame, or trace frames out of order, is a
-failure. Checks 2, 3, 5, 6 mean the same with the JIT on and
-off; for check 4 the JIT-on run can only show the order (the recursion
-runs in traces: most of its samples read W;I_[j]), the JIT-off run must
-show the whole nesting.
+failure. Checks 2-6 mean the same with the JIT on and off; check 4
+also demands the whole chain for hot_inner's samples (below), with the JIT
+on in each of --runs runs (trace layouts differ between runs).
 
 2. fiber roots. app.lua starts its workers with fiber.create(W, ...) and
    fiber.create(CW, ...). Tarantool runs a Lua fiber as libcoro's coro_init

@@ -151,15 +151,27 @@ void lj_tracepp_free(global_State *g, GCtrace *T)
   T->npp = 0;
 }
 
-/* The mode changed: the trace entry and every trace's points follow. */
+/* The mode changed: the trace entry and every trace's points follow. Each
+** MCode area is made writable once for all its traces (a protection change
+** costs tens of microseconds; a switch must not cost that per trace).
+*/
 void lj_tracepp_flip(jit_State *J, int on)
 {
-  TraceNo i;
+  MCode *area;
   J2G(J)->fprec_jentry = on ? (void *)lj_vm_fp_jentry :
 			      (void *)lj_vm_fp_jentry_off;
-  for (i = 1; i < (TraceNo)J->sizetrace; i++) {
-    GCtrace *T = traceref(J, i);
-    if (T && T->npp) tracepp_flipone(J, T, on);
+  for (area = J->mcarea; area; area = ((MCLink *)area)->next) {
+    MCode *end = area + ((MCLink *)area)->size;
+    int open = 0;
+    TraceNo i;
+    for (i = 1; i < (TraceNo)J->sizetrace; i++) {
+      GCtrace *T = traceref(J, i);
+      if (T && T->npp && T->mcode >= area && T->mcode < end) {
+	if (!open) { lj_mcode_patch(J, area, 0); open = 1; }
+	tracepp_set(T, on);
+      }
+    }
+    if (open) lj_mcode_patch(J, area, 1);
   }
 }
 

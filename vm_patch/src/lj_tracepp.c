@@ -151,6 +151,14 @@ void lj_tracepp_free(global_State *g, GCtrace *T)
   T->npp = 0;
 }
 
+/* An MCode area's header: lj_mcode.c's MCLink, which older trees keep
+** private to that file (the same two fields in every tree).
+*/
+typedef struct TracePPArea {
+  MCode *next;	/* The area allocated before it. */
+  size_t size;	/* Its size in bytes. */
+} TracePPArea;
+
 /* The mode changed: the trace entry and every trace's points follow. Each
 ** MCode area is made writable once for all its traces (a protection change
 ** costs tens of microseconds; a switch must not cost that per trace).
@@ -160,8 +168,8 @@ void lj_tracepp_flip(jit_State *J, int on)
   MCode *area;
   J2G(J)->fprec_jentry = on ? (void *)lj_vm_fp_jentry :
 			      (void *)lj_vm_fp_jentry_off;
-  for (area = J->mcarea; area; area = ((MCLink *)area)->next) {
-    MCode *end = area + ((MCLink *)area)->size;
+  for (area = J->mcarea; area; area = ((TracePPArea *)area)->next) {
+    MCode *end = area + ((TracePPArea *)area)->size;
     int open = 0;
     TraceNo i;
     for (i = 1; i < (TraceNo)J->sizetrace; i++) {

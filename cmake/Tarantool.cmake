@@ -230,9 +230,36 @@ if(EXISTS "${ljperf_tnt_src}/src/curl.c")
   endif()
 endif()
 
+# ccache, when installed, compiles for both builds: the patched one (built
+# after the control) takes every object the LuaJIT patch leaves unchanged
+# from the control's. Both trees have one layout below LJPERF_TNT_DIR/KIND/
+# and ccache sees paths below LJPERF_TNT_DIR relative to the directory it
+# compiles in, so unchanged sources hash alike. Tarantool's bundled
+# libraries and its LuaJIT get the compilers from CMake, so the wrappers
+# are the compilers.
+find_program(LJPERF_CCACHE ccache)
+find_program(LJPERF_CXX NAMES c++ g++)
+set(ljperf_tnt_cc "${CMAKE_C_COMPILER}")
+set(ljperf_tnt_cxx_arg "")
+if(LJPERF_CCACHE AND LJPERF_CXX)
+  foreach(lang cc cxx)
+    set(compiler "${CMAKE_C_COMPILER}")
+    if(lang STREQUAL "cxx")
+      set(compiler "${LJPERF_CXX}")
+    endif()
+    file(WRITE "${LJPERF_TNT_DIR}/ccache-${lang}"
+         "#!/bin/sh\nCCACHE_BASEDIR='${LJPERF_TNT_DIR}' CCACHE_NOHASHDIR=1 exec '${LJPERF_CCACHE}' '${compiler}' \"$@\"\n")
+    file(CHMOD "${LJPERF_TNT_DIR}/ccache-${lang}" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
+         GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+  endforeach()
+  set(ljperf_tnt_cc "${LJPERF_TNT_DIR}/ccache-cc")
+  set(ljperf_tnt_cxx_arg "-DCMAKE_CXX_COMPILER=${LJPERF_TNT_DIR}/ccache-cxx")
+endif()
+
 set(LJPERF_TARANTOOL_CMAKE_ARGS
     -DCMAKE_BUILD_TYPE=RelWithDebInfo
-    -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+    -DCMAKE_C_COMPILER=${ljperf_tnt_cc}
+    ${ljperf_tnt_cxx_arg}
     "-DCMAKE_C_FLAGS=${LJPERF_TARANTOOL_FLAGS}"
     "-DCMAKE_CXX_FLAGS=${LJPERF_TARANTOOL_FLAGS}"
     # 3.x builds bundled libraries (libcurl...) with DEPENDENCY_C[XX]FLAGS,
@@ -350,16 +377,19 @@ foreach(kind base patched)
   else()
     set(name tarantool-base)
   endif()
-  set(tree "${LJPERF_TNT_DIR}/src-${kind}")
-  set(build "${LJPERF_TNT_DIR}/build-${kind}")
+  set(tree "${LJPERF_TNT_DIR}/${kind}/src")
+  set(build "${LJPERF_TNT_DIR}/${kind}/build")
   ljperf_tnt_prepare("${ljperf_tnt_src}" ${kind} "${tree}" "${build}")
   set(bin "${CMAKE_BINARY_DIR}/bin/${name}")
   set(fpcheck "")
+  set(after "")
   if(kind STREQUAL "patched")
+    set(after DEPENDS tarantool-base)  # ccache: the control's objects first
     set(fpcheck COMMAND ${CMAKE_COMMAND} -DBIN=${bin} -P "${ljperf_tnt_fpcheck}")
   endif()
   ExternalProject_Add(${name}
     PREFIX "${LJPERF_TNT_DIR}/ep-${kind}"
+    ${after}
     SOURCE_DIR "${tree}"
     BINARY_DIR "${build}"
     CMAKE_ARGS ${LJPERF_TARANTOOL_CMAKE_ARGS}

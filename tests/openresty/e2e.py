@@ -20,9 +20,8 @@ functions are recognised by their definition line (NAME@app.lua:LINE,
 app.lua:LINE, _[j] for a trace). In every stack below a phase handler,
 the app frames after ngx_http_lua_run_thread must start with the phase's
 entry function and each must be called by the one before it (app.lua's
-call graph, CALLEES); a JIT trace frame stands for the functions it inlined,
-so after or at a trace frame any function reachable in the graph is
-accepted. Every check needs >= MIN_SAMPLES samples and >= 99% valid weight:
+call graph, CALLEES), trace frames too: lj_merge names the functions a
+trace inlined at the sampled address, so none may be missing. Every check needs >= MIN_SAMPLES samples and >= 99% valid weight:
 content  ngx_http_lua_content_by_chunk -> ngx_http_lua_run_thread -> api_content
          (or backend_item, the backend's handler) ...
 access   ngx_http_lua_access_by_chunk -> ngx_http_lua_run_thread -> api_access
@@ -73,7 +72,10 @@ CALLEES = {
 }
 NESTED = ["nested", "nest_outer", "nest_mid", "nest_inner"]
 MIN_NESTED = 0.95       # of nest_inner's weight with that whole chain
-CJSON_CALLERS = {"encode_ordered", "load_item", "refresh_summary", "backend_item"}
+# load_item ends with `return cjson.decode(body)`, a tail call: its frame is
+# replaced, cjson's caller is then api_content
+CJSON_CALLERS = {"encode_ordered", "load_item", "api_content", "refresh_summary",
+                 "backend_item"}
 REGEX_CALLERS = {"check_key", "word_stats", "fetch_backend", "api_content"}
 
 
@@ -100,31 +102,16 @@ def app_frame(name):
     return LINES[int(m.group(1))], bool(m.group(2))
 
 
-def reachable(f):
-    seen, todo = set(), [f]
-    while todo:
-        for g in CALLEES.get(todo.pop(), ()):
-            if g not in seen:
-                seen.add(g)
-                todo.append(g)
-    return seen
-
-
 def chain_ok(frames, entries):
     """App frames of FRAMES (after ngx_http_lua_run_thread): first in
-    ENTRIES, each called by the previous (a trace: any reachable)."""
-    app = [a for a in (app_frame(f) for f in frames) if a]
+    ENTRIES, each called by the previous, in traces too (lj_merge names
+    what a trace inlined at the sampled address, frame by frame)."""
+    app = [a[0] for a in (app_frame(f) for f in frames) if a]
     if not app:
         return None
-    if app[0][0] not in entries:
+    if app[0] not in entries:
         return False
-    for (p, pt), (c, ct) in zip(app, app[1:]):
-        if pt or ct:
-            if c not in reachable(p) | {p}:
-                return False
-        elif c not in CALLEES.get(p, ()):
-            return False
-    return True
+    return all(c in CALLEES.get(p, ()) for p, c in zip(app, app[1:]))
 
 
 class Check:
@@ -201,9 +188,8 @@ def check_folded(folded, unit):
             if i is None:
                 continue
             app = [a[0] for a in (app_frame(f) for f in frames[:i]) if a]
-            # the caller, or a trace of a function that inlined the call
-            ok = bool(app) and (app[-1] in callers or
-                                any(c in reachable(app[-1]) for c in callers))
+            # the caller itself, in a trace too (its inlined frames are named)
+            ok = bool(app) and app[-1] in callers
             checks[key].add(ok, w, frames)
     checks["sleep"].extra = rank_seen > 0
     return all([c.verdict(unit) for c in checks.values()])

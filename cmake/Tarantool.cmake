@@ -234,7 +234,8 @@ endif()
 # after the control) takes every object the LuaJIT patch leaves unchanged
 # from the control's. Both trees have one layout below LJPERF_TNT_DIR/KIND/
 # and ccache sees paths below LJPERF_TNT_DIR relative to the directory it
-# compiles in, so unchanged sources hash alike. Tarantool's bundled
+# compiles in, so unchanged sources hash alike; the cache lives in the
+# build tree (no home directory needed). Tarantool's bundled
 # libraries and its LuaJIT get the compilers from CMake, so the wrappers
 # are the compilers.
 find_program(LJPERF_CCACHE ccache)
@@ -248,7 +249,7 @@ if(LJPERF_CCACHE AND LJPERF_CXX)
       set(compiler "${LJPERF_CXX}")
     endif()
     file(WRITE "${LJPERF_TNT_DIR}/ccache-${lang}"
-         "#!/bin/sh\nCCACHE_BASEDIR='${LJPERF_TNT_DIR}' CCACHE_NOHASHDIR=1 exec '${LJPERF_CCACHE}' '${compiler}' \"$@\"\n")
+         "#!/bin/sh\nCCACHE_DIR='${LJPERF_TNT_DIR}/ccache' CCACHE_BASEDIR='${LJPERF_TNT_DIR}' CCACHE_NOHASHDIR=1 exec '${LJPERF_CCACHE}' '${compiler}' \"$@\"\n")
     file(CHMOD "${LJPERF_TNT_DIR}/ccache-${lang}" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE
          GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
   endforeach()

@@ -35,6 +35,13 @@ CC = "aarch64-linux-gnu-gcc"
 # Recording off (LUAJIT_PERF unset) and on from the start, for the patched VM.
 SETTINGS = ("off", "1")
 SETTINGS_MODES = [(s, m) for s in SETTINGS for m in ("jit", "joff")]
+# Under qemu-aarch64 with both cores busy, a program sampled by jit.profile
+# (SIGPROF every millisecond) dies of SIGSEGV in about 1 run of 100, the
+# control as often as the patched VM (450 runs each, JIT on and -joff:
+# control 7, patched 3). Such a pair is run again, twice at most; any
+# other difference fails at once.
+SIGNAL_RETRIES = {"profiler": 2}
+QEMU_SEGV = "uncaught target signal 11"
 
 
 def wrapper(path, program, argv0, *args):
@@ -155,9 +162,14 @@ def test():
         for prog in progs:
             for setting, mode in SETTINGS_MODES:
                 args = (["-joff"] if mode == "joff" else []) + ["progs/%s.lua" % prog]
-                rc, out = compare(lj_p, lj_b, args, setting, dumps, ["TORTURE_FFILIB=" + ffilib],
-                                  expect_from="progs/%s.lua" % prog,
-                                  known=known.get("%s.%s" % (prog, mode)))
+                for attempt in range(1 + SIGNAL_RETRIES.get(prog, 0)):
+                    rc, out = compare(lj_p, lj_b, args, setting, dumps, ["TORTURE_FFILIB=" + ffilib],
+                                      expect_from="progs/%s.lua" % prog,
+                                      known=known.get("%s.%s" % (prog, mode)))
+                    if rc == 0 or QEMU_SEGV not in out:
+                        break
+                    print("torture %s.%s, recording %s: a VM died of SIGSEGV under qemu,"
+                          " run again" % (prog, mode, setting))
                 check(rc == 0, "torture %s.%s, recording %s: patched = control under qemu%s"
                       % (prog, mode, setting, "" if rc == 0 else "\n" + out[-3000:]))
         if not only:

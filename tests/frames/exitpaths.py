@@ -32,7 +32,9 @@ START_STOP = 'local p = require("jit.perf") assert(p.start("frames")) p.stop("fr
 # these is handled in assembly
 PROGRAMS = [("stitch", "2", ASM_STITCH),      # stitched at the lowest frame
             ("traceexit", "2000", ASM_DONE),  # side exit and stitch in inlined frames
-            ("exitvarg", "2000", ASM_DONE)]   # the same above a vararg frame
+            ("exitvarg", "2000", ASM_DONE),   # the same above a vararg frame
+            ("tailstitch", "300", ASM_STITCH),  # stitched at the lowest frame
+            ("tailinline", "300", ASM_DONE)]    # above it, after a tail call there
 
 
 def hits(prog, arg, syms=(ASM_DONE, ASM_STITCH, C_SYNC), frames=True, pre=None):

@@ -37,7 +37,8 @@ MIN_SAMPLES = 100
 VM_HELPER = "<VM helper>"  # leaf: a C function of the VM (GC, allocation)
 
 # case: (leaf to select, expected sequences, rounds -joff, rounds JIT);
-# None: the mode does not apply (jitswitch turns the JIT on itself).
+# None: the mode does not apply (jitswitch turns the JIT on itself; tailstitch
+# and tailinline are about trace exits).
 CASES = {
     "recursion": ("spin", [["main", "driver"] + ["rec"] * 9 + ["spin"]], 2000, 20000),
     "mutual": ("spin", [["main", "driver", "a", "b", "a", "b", "a", "b", "spin"]],
@@ -52,6 +53,10 @@ CASES = {
                                  "cmod_burn"]], 400000, 400000),
     "stitch": ("cmod_burn", [["main", "driver", "loop", "cmod_spin", "cmod_burn"]],
                200, 200),
+    "tailstitch": ("cmod_burn", [["main", "driver", "callee", "cmod_spin", "cmod_burn"]],
+                   None, 20000),
+    "tailinline": ("cmod_burn", [["main", "driver", "callee", "inl", "cmod_spin",
+                                  "cmod_burn"]], None, 20000),
     "exitvarg": ("cmod_burn", [["main", "loop", "mid", "inner", "cmod_spin",
                                 "cmod_burn"]], 400000, 400000),
     "tailvararg": ("spin", [["main", "driver", "vb", "spin"]], 2000, 20000),

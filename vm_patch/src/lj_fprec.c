@@ -260,7 +260,8 @@ static LJ_AINLINE void fprec_setret(void **rec, GCproto *pt, const BCIns *fpc)
 /* Walks L's frames from the top down (mirrors err_unwind()). FP_WRITE:
 ** writes the records of the Lua frames above STOP (all: NULL), each linked
 ** to the next Lua frame below, the frame record of the VM entry below, or
-** for a coroutine's first frames its anchor; with TH (all threads, while
+** for a coroutine's first frames its anchor, and the return address of the
+** first one at or below STOP when it is known; with TH (all threads, while
 ** starting) also fixes interpreter rbps saved in C frames in between. PC is
 ** the next instruction of the top frame (NULL: unknown). Returns the rbp
 ** for the top frame. FP_STOP: returns the first record at or below STOP,
@@ -290,8 +291,12 @@ static void *fprec_link(lua_State *L, TValue *stop, const BCIns *pc, int mode,
       } else {
 	FPREC_LINKTO(rec);
 	pslot = NULL;
-	if (stop && frame+1 <= stop)
+	if (stop && frame+1 <= stop) {
+	  GCproto *pt = funcproto(frame_func(frame));
+	  if (fpc > proto_bc(pt) && fpc <= proto_bc(pt) + pt->sizebc)
+	    rec[1] = (void *)fpc;  /* A tail call there may have replaced it. */
 	  return top;
+	}
 	fprec_setret(rec, funcproto(frame_func(frame)), fpc);
 	pend = &rec[0];
       }

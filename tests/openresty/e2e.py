@@ -103,16 +103,6 @@ def app_frame(name):
     return LINES[int(m.group(1))], bool(m.group(2))
 
 
-def reachable(f):
-    seen, todo = set(), [f]
-    while todo:
-        for g in CALLEES.get(todo.pop(), ()):
-            if g not in seen:
-                seen.add(g)
-                todo.append(g)
-    return seen
-
-
 def chain_ok(frames, entries):
     """App frames of FRAMES (after ngx_http_lua_run_thread): first in
     ENTRIES, each called by the previous, in traces too (lj_merge names
@@ -199,14 +189,8 @@ def check_folded(folded, unit):
             if i is None:
                 continue
             app = [a[0] for a in (app_frame(f) for f in frames[:i]) if a]
-            # the caller itself, in a trace too (its inlined frames are named).
-            # KNOWN (open), cjson only: after ngx.sleep, JIT on, in one worker of
-            # about half the runs, a quarter of cjson's samples show render where
-            # encode_ordered (its tail callee) runs: the record perf walks still
-            # holds render's call site. So cjson still takes a function the
-            # caller reaches
-            ok = bool(app) and (app[-1] in callers or key == "cjson" and
-                                any(c in reachable(app[-1]) for c in callers))
+            # the caller itself, in a trace too (its inlined frames are named)
+            ok = bool(app) and app[-1] in callers
             checks[key].add(ok, w, frames)
     checks["sleep"].extra = rank_seen > 0
     return all([c.verdict(unit) for c in checks.values()])

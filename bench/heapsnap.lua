@@ -1,7 +1,8 @@
 -- bench/heapsnap.py's program: N live objects (tables, each with a unique
 -- string, and a closure per 8), then one snapshot to OUT; prints the
--- snapshot's pause, its node count and the RSS before and at the peak of
--- writing (VmHWM reset through /proc/self/clear_refs).
+-- snapshot's pause, its node count, the RSS before and at the peak of
+-- writing (VmHWM reset through /proc/self/clear_refs), and the file-backed
+-- RSS before and after (the writer's code, mapped at its first run).
 local ffi = require("ffi")
 local perf = require("jit.perf")
 ffi.cdef[[
@@ -26,12 +27,13 @@ local function status(field)
 end
 local f = assert(io.open("/proc/self/clear_refs", "w"))
 f:write("5"); f:close()
-local rss = status("VmRSS")
+local rss, file = status("VmRSS"), status("RssFile")
 local ts = ffi.new("hs_timespec")
 ffi.C.clock_gettime(1, ts)
 local t0 = tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 local nodes = assert(perf.heapsnapshot(out))
 ffi.C.clock_gettime(1, ts)
 local t1 = tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-print(("pause %.4f nodes %d rss_kb %d hwm_kb %d gc_bytes %.0f"):format(
-  t1 - t0, nodes, rss, status("VmHWM"), collectgarbage("count") * 1024))
+print(("pause %.4f nodes %d rss_kb %d hwm_kb %d file_kb %d gc_bytes %.0f"):format(
+  t1 - t0, nodes, rss, status("VmHWM"), status("RssFile") - file,
+  collectgarbage("count") * 1024))

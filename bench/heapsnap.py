@@ -6,8 +6,9 @@ benchmark, not a test).
 
 For each size, bench/heapsnap.lua makes that many live objects and takes one
 snapshot: the pause (the program stops for it), bytes on disk per node, and
-how much the VM's RSS grew while writing (peak minus before), then how long
-`ljperf heap` takes to read and summarise the file.
+how much the VM's RSS grew while writing (peak minus before) and how much of
+that is file-backed (the writer's code, mapped by its first run: the rest is
+its data), then how long `ljperf heap` takes to read and summarise the file.
 """
 
 import argparse
@@ -33,8 +34,9 @@ def main():
     ap.add_argument("--sizes", default="100k,1m")
     ap.add_argument("--no-read", action="store_true", help="skip ljperf heap")
     opts = ap.parse_args()
-    print("%10s %10s %9s %10s %11s %12s %10s" % ("objects", "nodes", "pause s", "bytes/node",
-                                                   "RSS +KiB", "GC heap MiB", "read s"))
+    print("%10s %10s %9s %10s %9s %8s %12s %10s" % (
+        "objects", "nodes", "pause s", "bytes/node", "RSS +KiB", "of it code", "GC heap MiB",
+        "read s"))
     for n in (size_arg(s) for s in opts.sizes.split(",")):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "h.heapsnapshot")
@@ -52,9 +54,10 @@ def main():
                 subprocess.run([os.path.join(opts.bin_dir, "ljperf"), "heap", path],
                                capture_output=True, check=True)
                 read = time.monotonic() - t0
-            print("%10d %10d %9.3f %10.1f %11d %12.1f %10.1f" % (
+            print("%10d %10d %9.3f %10.1f %9d %10d %12.1f %10.1f" % (
                 n, nodes, float(r["pause"]), os.path.getsize(path) / nodes,
-                int(r["hwm_kb"]) - int(r["rss_kb"]), float(r["gc_bytes"]) / 2**20, read))
+                int(r["hwm_kb"]) - int(r["rss_kb"]), int(r["file_kb"]),
+                float(r["gc_bytes"]) / 2**20, read))
             sys.stdout.flush()
 
 

@@ -6,6 +6,8 @@ check.py CASE, CASE one of
   totals   node sizes against collectgarbage("count") (totals.lua)
   leak     a planted leak: ljperf heap diff names it and the upvalue (leak.lua)
   errors   a bad path, a file size limit (a full disk), the C API (host)
+  packed   objects closer than the index's 32-byte granule (host --packed,
+           packed.lua): every one found at its own address, sizes add up
   gcsteps  a snapshot at every GC step of two cycles: complete files, the
            program's own results as without snapshots (gcsteps.lua)
   memlab   memlab loads the files, and its retained sizes are ljperf's
@@ -222,6 +224,35 @@ def test_errors():
         Snapshot(os.path.join(d, "c.heapsnapshot"))
 
 
+def test_packed():
+    host = os.path.join(os.environ.get("LJPERF_BUILD", ""), "tests", "heap", "heaphost")
+    if not os.path.exists(host):
+        fail("heaphost is not built (%s)" % host)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "p.heapsnapshot")
+        p = subprocess.run([host, "--packed", os.path.join(HERE, "packed.lua"), path],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            fail("heaphost --packed packed.lua exited %d: %s" % (p.returncode, p.stderr.strip()))
+        count = float(p.stdout.split()[1])
+        s = Snapshot(path)
+        g = root_of(s, "globals")
+        cd = [to for t, _, to in s.out_edges(edge(s, g, "KEEP")) if t == "element"]
+        st = [to for t, _, to in s.out_edges(edge(s, g, "STRS")) if t == "element"]
+        check(len(set(cd)) == 5000 and all(s.lua_type(i) == "cdata" and s.size(i) == 17
+                                           for i in cd),
+              "KEEP's 5000 cdata, each its own 17-byte node")
+        check([s.name(i) for i in st] == ["s%d" % i for i in range(1, 5001)],
+              "STRS's 5000 strings, each read at its own address")
+        ids = sorted(s.node_id(i) for i in range(s.n))
+        shared = sum(1 for a, b in zip(ids, ids[1:]) if a >> 2 == b >> 2)
+        check(shared > 1000 and len(set(ids)) == len(ids),
+              "%d pairs of objects start in one 32-byte granule; ids are unique" % shared)
+        total = s.total()
+        check(abs(total - count) <= 0.02 * count,
+              "node sizes within 2%% of collectgarbage('count'): %d vs %d" % (total, count))
+
+
 def test_gcsteps():
     with tempfile.TemporaryDirectory() as d:
         plain = luajit("gcsteps.lua")
@@ -325,5 +356,5 @@ def test_remote():
 
 if __name__ == "__main__":
     main({"known": test_known, "totals": test_totals, "leak": test_leak,
-          "errors": test_errors, "gcsteps": test_gcsteps,
+          "errors": test_errors, "packed": test_packed, "gcsteps": test_gcsteps,
           "memlab": test_memlab, "remote": test_remote}[sys.argv[1]])

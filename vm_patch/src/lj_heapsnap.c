@@ -4,14 +4,15 @@
 ** named as in Lua source. Nothing runs until a snapshot is asked for.
 **
 ** Invariants: nothing is allocated on the Lua heap while writing (the
-** objects' addresses, names and the output buffer are malloc'd), so no GC
-** step runs and the GC stays in the state it was in; called between GC
+** object index is mmap'd, names and the output buffer are malloc'd), so no
+** GC step runs and the GC stays in the state it was in; called between GC
 ** steps only (from a C function or the C API), never inside one. Nodes are
 ** the synthetic roots, then the objects in address order: an object's
-** node index is its rank in the sorted address array (no map), its node id
-** its address / 8 in 32 bits (LuaJIT never moves objects). String index I names node I
-** (a string's contents, a root's name, "" for the rest); names built here
-** (classes, functions, stack slots) follow, interned in a malloc'd set.
+** node index is its rank in the object index (a bitmap of the addresses
+** where objects start), its node id its address / 8 in 32 bits (LuaJIT
+** never moves objects). String index I names node I (a string's contents,
+** a root's name, "" for the rest); names built here (classes, functions,
+** stack slots) follow, interned in a malloc'd set.
 */
 
 #define lj_heapsnap_c
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "lua.h"
@@ -185,6 +187,14 @@ HSROOTDEF(HSROOTNAME)
 #undef HSROOTNAME
 };
 
+/* 64 KiB of address space in the object index (below). */
+typedef struct HSRegion {
+  uintptr_t base;	/* Its first address, a multiple of 2^HS_RBITS. */
+  size_t rank;		/* Objects in the regions below. */
+  uint64_t bits[1];	/* hs_nwords words; then a uint16_t per 4 words: the
+			** objects in the words below them, in this region. */
+} HSRegion;
+
 /* A name built here: its string index is S->nnode + its order. */
 typedef struct HSName { uint32_t idx, len; char s[1]; } HSName;
 
@@ -194,8 +204,16 @@ typedef struct HSKeyName { const void *key; const char *name; } HSKeyName;
 typedef struct HSnap {
   global_State *g;
   lua_State *L;
-  GCobj **obj;		/* live objects, sorted by address */
-  size_t nobj, capobj;
+  HSRegion **regv;	/* Object index: regions by address. */
+  size_t nreg, capreg;
+  HSRegion *lastreg;	/* The region found last. */
+  uint8_t *low;		/* Address bits [3, shift) by rank, packed. */
+  size_t lowsz;		/* Bytes mapped for LOW. */
+  char *block;		/* Regions' mmap'd block; its first word: the last. */
+  size_t blockn;	/* Bytes of it taken. */
+  int shift;		/* A granule is 2^shift bytes. */
+  int collide;		/* Two objects started in one granule. */
+  size_t nobj;
   size_t nnode;		/* HS_NSYN + nobj */
   LJPSet names;		/* HSName by contents */
   HSName **namev;	/* ... in index order */
@@ -260,102 +278,264 @@ static uint64_t hs_internz(HSnap *s, const char *str)
   return hs_intern(s, str, strlen(str));
 }
 
-/* -- Objects -------------------------------------------------------------- */
+/* -- Object index --------------------------------------------------------- */
 
-static void hs_add(HSnap *s, GCobj *o)
-{
-  if (s->nobj < s->capobj) s->obj[s->nobj] = o;
-  s->nobj++;  /* Counted without a store on the first pass. */
-}
-
-static void hs_swap(GCobj **a, GCobj **b)
-{
-  GCobj *t = *a; *a = *b; *b = t;
-}
-
-#define HS_LT(a, b)	((uintptr_t)(a) < (uintptr_t)(b))
-
-/* Sorts V[0..N) by address in place (no buffer, unlike qsort's merge sort):
-** quicksort with a median of three, the smaller part first, insertion sort
-** below 16.
+/* Nodes are the objects in address order, and an object's node index is its
+** rank among them. One bit per granule of 2^shift bytes marks a granule
+** where an object starts, in regions of 64 KiB of address space made only
+** where objects are, with counts of the objects before each 4 words; the
+** address bits between the 8-byte alignment and the granule are kept by
+** rank (LOW). A granule holds at most one object: objects take 16 bytes or
+** more, and chunks of lj_alloc and glibc 32; when two start in one granule
+** anyway, the index is rebuilt with half the granule. The index is mmap'd
+** and unmapped at the end: the C heap stays as it was.
 */
-static void hs_sort(GCobj **v, size_t n)
+#define HS_RBITS	16		/* A region covers 2^16 bytes. */
+#define HS_SHIFTMAX	5		/* The first granule: 32 bytes. */
+#define HS_BLOCKSZ	(256*1024)	/* Regions are taken from such blocks. */
+
+#define hs_nwords(s)	((size_t)1 << (HS_RBITS - (s)->shift - 6))
+#define hs_rcount(s, r)	((uint16_t *)((r)->bits + hs_nwords(s)))
+#define hs_regsize(s) \
+  (sizeof(HSRegion) - sizeof(uint64_t) + hs_nwords(s) * 8 + hs_nwords(s) / 2)
+
+/* Bits set in X. */
+static uint32_t hs_popcount(uint64_t x)
 {
-  while (n > 16) {
-    size_t i = 0, j = n - 1, m = n / 2;
-    GCobj *pivot;
-    if (HS_LT(v[m], v[0])) hs_swap(&v[m], &v[0]);
-    if (HS_LT(v[n-1], v[0])) hs_swap(&v[n-1], &v[0]);
-    if (HS_LT(v[n-1], v[m])) hs_swap(&v[n-1], &v[m]);
-    pivot = v[m];
-    for (;;) {
-      while (HS_LT(v[i], pivot)) i++;
-      while (HS_LT(pivot, v[j])) j--;
-      if (i >= j) break;
-      hs_swap(&v[i++], &v[j--]);
-    }
-    if (j + 1 < n - j - 1) { hs_sort(v, j + 1); v += j + 1; n -= j + 1; }
-    else { hs_sort(v + j + 1, n - j - 1); n = j + 1; }
+  x -= (x >> 1) & 0x5555555555555555ull;
+  x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+  x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+  return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+static void *hs_map(size_t sz)
+{
+  void *p = mmap(NULL, sz, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS,
+		 -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* SZ zeroed bytes for a region (SZ < HS_BLOCKSZ), or NULL. */
+static void *hs_regalloc(HSnap *s, size_t sz)
+{
+  sz = (sz + 7) & ~(size_t)7;
+  if (!s->block || s->blockn + sz > HS_BLOCKSZ) {
+    char *b = (char *)hs_map(HS_BLOCKSZ);
+    if (!b) return NULL;
+    *(char **)b = s->block;
+    s->block = b; s->blockn = sizeof(char *);
   }
-  for (size_t i = 1; i < n; i++)
-    for (size_t j = i; j > 0 && HS_LT(v[j], v[j-1]); j--) hs_swap(&v[j], &v[j-1]);
+  s->blockn += sz;
+  return s->block + s->blockn - sz;
+}
+
+/* Position in the sorted region array where the region of A is or goes. */
+static size_t hs_regpos(HSnap *s, uintptr_t a)
+{
+  size_t lo = 0, hi = s->nreg;
+  a &= ~(((uintptr_t)1 << HS_RBITS) - 1);
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (s->regv[mid]->base < a) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+/* The region of A, or NULL. The last one found is tried first. */
+static HSRegion *hs_region(HSnap *s, uintptr_t a)
+{
+  size_t i;
+  if (s->lastreg && (a >> HS_RBITS) == (s->lastreg->base >> HS_RBITS))
+    return s->lastreg;
+  i = hs_regpos(s, a);
+  if (i < s->nreg && (s->regv[i]->base >> HS_RBITS) == (a >> HS_RBITS))
+    return (s->lastreg = s->regv[i]);
+  return NULL;
+}
+
+/* The region of A, made if new; NULL when out of memory. */
+static HSRegion *hs_regionnew(HSnap *s, uintptr_t a)
+{
+  HSRegion *r = hs_region(s, a);
+  size_t i;
+  if (r) return r;
+  if (s->nreg == s->capreg) {
+    size_t cap = s->capreg ? 2*s->capreg : 64;
+    HSRegion **v = (HSRegion **)realloc(s->regv, cap * sizeof(HSRegion *));
+    if (!v) return NULL;
+    s->regv = v; s->capreg = cap;
+  }
+  if (!(r = (HSRegion *)hs_regalloc(s, hs_regsize(s)))) return NULL;
+  r->base = a & ~(((uintptr_t)1 << HS_RBITS) - 1);
+  i = hs_regpos(s, a);
+  memmove(s->regv + i + 1, s->regv + i, (s->nreg - i) * sizeof(HSRegion *));
+  s->regv[i] = r;
+  s->nreg++;
+  return (s->lastreg = r);
+}
+
+/* Marks O's granule. A granule marked twice is a collision (or, with
+** 8-byte granules, an object listed twice: counted once).
+*/
+static void hs_mark(HSnap *s, GCobj *o)
+{
+  uintptr_t a = (uintptr_t)o;
+  HSRegion *r = hs_regionnew(s, a);
+  size_t g;
+  uint64_t m;
+  if (!r) { s->nomem = 1; return; }
+  (void)check_exp((a & 7) == 0, 0);  /* Objects are 8-byte aligned. */
+  g = (a - r->base) >> s->shift;
+  m = (uint64_t)1 << (g & 63);
+  if (r->bits[g >> 6] & m) { s->collide |= s->shift > 3; return; }
+  r->bits[g >> 6] |= m;
+  s->nobj++;
+}
+
+/* Address bits [3, shift) of A: what LOW keeps. */
+#define hs_lowof(s, a)	(((a) >> 3) & ((1u << ((s)->shift - 3)) - 1))
+
+/* LOW's bits of the object of rank I. */
+static uintptr_t hs_low(HSnap *s, size_t i)
+{
+  size_t lb = (size_t)s->shift - 3, p = i * lb;
+  return lb ? (uintptr_t)(s->low[p >> 3] >> (p & 7)) & ((1u << lb) - 1) : 0;
+}
+
+/* Rank of the object starting in A's granule, or -1 if none does. */
+static ptrdiff_t hs_grank(HSnap *s, uintptr_t a)
+{
+  HSRegion *r = hs_region(s, a);
+  size_t g, w, i;
+  uint64_t m;
+  if (!r) return -1;
+  g = (a - r->base) >> s->shift;
+  w = g >> 6;
+  m = (uint64_t)1 << (g & 63);
+  if (!(r->bits[w] & m)) return -1;
+  i = r->rank + hs_rcount(s, r)[w >> 2] + hs_popcount(r->bits[w] & (m - 1));
+  while (w & 3) i += hs_popcount(r->bits[--w]);
+  return (ptrdiff_t)i;
+}
+
+/* Rank of the object at A, or -1 if no object starts at A. */
+static ptrdiff_t hs_rank(HSnap *s, uintptr_t a)
+{
+  ptrdiff_t i = (a & 7) ? -1 : hs_grank(s, a);
+  return i >= 0 && hs_low(s, (size_t)i) == hs_lowof(s, a) ? i : -1;
+}
+
+static void hs_marklow(HSnap *s, GCobj *o)
+{
+  uintptr_t a = (uintptr_t)o;
+  size_t p = (size_t)hs_grank(s, a) * (size_t)(s->shift - 3);
+  s->low[p >> 3] |= (uint8_t)(hs_lowof(s, a) << (p & 7));
 }
 
 /* Every live object: the GC's list (userdata after the main thread), the
 ** string table, open upvalues, objects awaiting finalization, and the
-** empty string (part of global_State). Called twice: to count, then to
-** fill an array of exactly that size.
+** empty string (part of global_State).
 */
-static void hs_walk(HSnap *s)
+static void hs_walk(HSnap *s, void (*visit)(HSnap *s, GCobj *o))
 {
   global_State *g = s->g;
   GCobj *o;
   GCupval *uv;
   MSize i;
   for (o = gcref(g->gc.root); o; o = gcnext(o))
-    if (!isdead(g, o)) hs_add(s, o);
+    if (!isdead(g, o)) visit(s, o);
   for (i = 0; i <= hs_strmask(g); i++)
     for (o = (GCobj *)(gcrefu(hs_strtab(g)[i]) & ~(uintptr_t)1); o;
 	 o = gcnext(o))
-      if (!isdead(g, o)) hs_add(s, o);
-  hs_add(s, obj2gco(&g->strempty));
+      if (!isdead(g, o)) visit(s, o);
+  visit(s, obj2gco(&g->strempty));
   for (uv = uvnext(&g->uvhead); uv != &g->uvhead; uv = uvnext(uv))
-    hs_add(s, obj2gco(uv));
+    visit(s, obj2gco(uv));
   if ((o = gcref(g->gc.mmudata)) != NULL) {
     GCobj *u = o;
-    do { u = gcnext(u); hs_add(s, u); } while (u != o);
+    do { u = gcnext(u); visit(s, u); } while (u != o);
   }
 }
 
+static void hs_freeindex(HSnap *s)
+{
+  while (s->block) {
+    char *b = s->block;
+    s->block = *(char **)b;
+    munmap(b, HS_BLOCKSZ);
+  }
+  if (s->low) munmap(s->low, s->lowsz);
+  free(s->regv);
+  s->regv = NULL; s->low = NULL; s->lastreg = NULL;
+  s->nreg = s->capreg = s->nobj = 0;
+}
+
+/* Builds the index: granules of 32 bytes, or smaller after a collision. */
 static void hs_collect(HSnap *s)
 {
-  hs_walk(s);
-  s->capobj = s->nobj;
-  s->obj = (GCobj **)malloc(s->capobj * sizeof(GCobj *));
-  if (!s->obj) { s->nomem = 1; s->nobj = 0; return; }
-  s->nobj = 0;
-  hs_walk(s);
-  hs_sort(s->obj, s->nobj);
-#ifdef LUA_USE_ASSERT
-  {
-    size_t i;
-    for (i = 1; i < s->nobj; i++)  /* hs_index's binary search needs it. */
-      (void)check_exp(HS_LT(s->obj[i-1], s->obj[i]), 0);  /* In order. */
+  size_t i, j, n = 0;
+  for (s->shift = HS_SHIFTMAX; ; s->shift--) {
+    s->collide = 0;
+    hs_walk(s, hs_mark);
+    if (s->nomem || !s->collide) break;
+    hs_freeindex(s);
   }
-#endif
+  for (i = 0; i < s->nreg && !s->nomem; i++) {  /* Counts. */
+    HSRegion *r = s->regv[i];
+    uint16_t *cnt = hs_rcount(s, r);
+    uint32_t k = 0;
+    r->rank = n;
+    for (j = 0; j < hs_nwords(s); j++) {
+      if (!(j & 3)) cnt[j >> 2] = (uint16_t)k;
+      k += hs_popcount(r->bits[j]);
+    }
+    n += k;
+  }
+  (void)check_exp(s->nomem || n == s->nobj, 0);  /* Each mark counted. */
+  if (s->shift > 3 && !s->nomem) {
+    s->lowsz = (s->nobj * (size_t)(s->shift - 3) + 7) / 8;
+    if (!(s->low = (uint8_t *)hs_map(s->lowsz))) s->nomem = 1;
+    else hs_walk(s, hs_marklow);
+  }
   s->nnode = HS_NSYN + s->nobj;
 }
 
 /* Node index of O, or -1 if it is not a live object. */
 static ptrdiff_t hs_index(HSnap *s, const void *o)
 {
-  size_t lo = 0, hi = s->nobj;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if ((uintptr_t)s->obj[mid] < (uintptr_t)o) lo = mid + 1;
-    else hi = mid;
+  ptrdiff_t i = hs_rank(s, (uintptr_t)o);
+  return i < 0 ? -1 : (ptrdiff_t)HS_NSYN + i;
+}
+
+/* Objects in address order: IT from hs_iterinit, O from hs_next. */
+typedef struct HSIter {
+  size_t reg, w;	/* Region and word of the next object. */
+  uint64_t bits;	/* That word's objects not returned yet. */
+  size_t i;		/* Rank of the object returned last. */
+} HSIter;
+
+static void hs_iterinit(HSnap *s, HSIter *it)
+{
+  it->reg = it->w = 0;
+  it->bits = s->nreg ? s->regv[0]->bits[0] : 0;
+  it->i = ~(size_t)0;
+}
+
+/* The next object, or NULL after the last. */
+static GCobj *hs_next(HSnap *s, HSIter *it)
+{
+  HSRegion *r;
+  size_t g;
+  while (!it->bits) {
+    if (++it->w == hs_nwords(s)) { it->w = 0; it->reg++; }
+    if (it->reg >= s->nreg) return NULL;
+    it->bits = s->regv[it->reg]->bits[it->w];
   }
-  return lo < s->nobj && s->obj[lo] == o ? (ptrdiff_t)(HS_NSYN + lo) : -1;
+  r = s->regv[it->reg];
+  g = (it->w << 6) + (size_t)__builtin_ctzll(it->bits);
+  it->bits &= it->bits - 1;
+  it->i++;
+  return (GCobj *)(r->base + (g << s->shift) + (hs_low(s, it->i) << 3));
 }
 
 /* Bytes the GC counts for O (as its free function gives them back). */
@@ -496,11 +676,12 @@ static void hs_classfields(HSnap *s, GCtab *t, const char *prefix)
 static void hs_classes(HSnap *s)
 {
   global_State *g = s->g;
-  size_t i;
+  HSIter it;
+  GCobj *o;
   GCtab *env = tabref(mainthread(g)->env);
   cTValue *loaded = NULL;
-  for (i = 0; i < s->nobj; i++) {
-    GCobj *o = s->obj[i];
+  hs_iterinit(s, &it);
+  while ((o = hs_next(s, &it)) != NULL) {
     GCtab *mt = o->gch.gct == ~LJ_TTAB ? tabref(o->tab.metatable) :
 		o->gch.gct == ~LJ_TUDATA ? tabref(o->ud.metatable) : NULL;
     if (mt && !hs_keyname(&s->classes, mt)) {
@@ -537,10 +718,11 @@ static void hs_fnamevisit(GCproto *child, const char *name, void *ud)
 /* Names of prototypes from what their parents do with them. */
 static void hs_fnames(HSnap *s)
 {
-  size_t i;
-  for (i = 0; i < s->nobj; i++)
-    if (s->obj[i]->gch.gct == ~LJ_TPROTO)
-      lj_perf_walk(gco2pt(s->obj[i]), hs_fnamevisit, s);
+  HSIter it;
+  GCobj *o;
+  hs_iterinit(s, &it);
+  while ((o = hs_next(s, &it)) != NULL)
+    if (o->gch.gct == ~LJ_TPROTO) lj_perf_walk(gco2pt(o), hs_fnamevisit, s);
 }
 
 /* NAME@CHUNK:LINE (perf's label) of PT into BUF. */
@@ -927,10 +1109,11 @@ static void hs_rootedges(HSnap *s, int id)
       }
     break;
   case HS_RUNNING: {
-    size_t j;
+    HSIter it;
+    GCobj *o;
     hs_ename(s, HE_PROPERTY, "current", s->L);
-    for (j = 0; j < s->nobj; j++) {
-      GCobj *o = s->obj[j];
+    hs_iterinit(s, &it);
+    while ((o = hs_next(s, &it)) != NULL) {
       if (o->gch.gct == ~LJ_TTHREAD && &o->th != s->L &&
 	  &o->th != mainthread(g) && cframe_raw(o->th.cframe))
 	hs_ename(s, HE_PROPERTY, "resumed another", o);
@@ -1016,12 +1199,15 @@ static uint32_t hs_count(HSnap *s, GCobj *o, int root)
 static void hs_writeall(HSnap *s)
 {
   HSOut *o = s->out;
+  HSIter it;
+  GCobj *ob;
   size_t i;
   uint64_t nedges = 0;
   int r;
   /* Edge counts first: the header carries the totals. */
   for (r = 0; r < HS_NSYN; r++) nedges += hs_count(s, NULL, r);
-  for (i = 0; i < s->nobj; i++) nedges += hs_count(s, s->obj[i], 0);
+  hs_iterinit(s, &it);
+  while ((ob = hs_next(s, &it)) != NULL) nedges += hs_count(s, ob, 0);
   hs_puts(o, hs_meta);
   hs_puts(o, "\"node_count\":"); hs_putu(o, s->nnode);
   hs_puts(o, ",\"edge_count\":"); hs_putu(o, nedges);
@@ -1029,22 +1215,23 @@ static void hs_writeall(HSnap *s)
   for (r = 0; r < HS_NSYN; r++)
     hs_node(s, (size_t)r, r >= HS_GG ? HN_NATIVE : HN_SYNTHETIC, (uint64_t)r,
 	    (uint64_t)(2*r + 1), hs_internalsize(s, r), hs_count(s, NULL, r));
-  for (i = 0; i < s->nobj && !s->nomem; i++) {
-    GCobj *ob = s->obj[i];
-    hs_node(s, HS_NSYN + i, hs_nodetype(ob), hs_nodename(s, ob, HS_NSYN + i),
-	    hs_id(ob), hs_selfsize(s, ob), hs_count(s, ob, 0));
-  }
+  hs_iterinit(s, &it);
+  while (!s->nomem && (ob = hs_next(s, &it)) != NULL)
+    hs_node(s, HS_NSYN + it.i, hs_nodetype(ob),
+	    hs_nodename(s, ob, HS_NSYN + it.i), hs_id(ob), hs_selfsize(s, ob),
+	    hs_count(s, ob, 0));
   hs_puts(o, "],\n\"edges\":[");
   for (r = 0; r < HS_NSYN; r++) hs_rootedges(s, r);
-  for (i = 0; i < s->nobj && !s->nomem; i++) hs_edges(s, s->obj[i]);
+  hs_iterinit(s, &it);
+  while (!s->nomem && (ob = hs_next(s, &it)) != NULL) hs_edges(s, ob);
   hs_puts(o, "],\n\"trace_function_infos\":[],\"trace_tree\":[],"
 	  "\"samples\":[],\"locations\":[],\n\"strings\":[");
   for (r = 0; r < HS_NSYN; r++) {
     hs_putjs(o, hs_rootnames[r], strlen(hs_rootnames[r]));
     hs_put(o, ",\n", 2);
   }
-  for (i = 0; i < s->nobj; i++) {
-    GCobj *ob = s->obj[i];
+  hs_iterinit(s, &it);
+  while ((ob = hs_next(s, &it)) != NULL) {
     if (ob->gch.gct == ~LJ_TSTR)
       hs_putjs(o, strdata(&ob->str),
 	       ob->str.len > HS_STRMAX ? HS_STRMAX : ob->str.len);
@@ -1080,7 +1267,7 @@ static void hs_free(HSnap *s)
   free(s->names.v);
   hs_freeset(&s->classes);
   hs_freeset(&s->fnames);
-  free(s->obj);
+  hs_freeindex(s);
 }
 
 long lj_heapsnap_write(lua_State *L, const char *path, char *err, size_t errsz)

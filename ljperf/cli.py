@@ -341,12 +341,16 @@ def make_parser():
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description=heap.__doc__.split("\n\n", 1)[1],
                        usage="%(prog)s FILE\n       %(prog)s diff BASE TARGET [FINAL]\n"
-                             "       %(prog)s -p PID[,PID...] -o DIR")
+                             "       %(prog)s -p PID[,PID...] -o DIR\n"
+                             "       %(prog)s --nginx MASTER_PID -o DIR")
     h.add_argument("args", nargs="*", metavar="FILE | diff BASE TARGET [FINAL]",
                    help="snapshots written by jit.perf.heapsnapshot")
-    h.add_argument("-p", "--pid", metavar="PID[,PID...]", type=pid_list,
+    h.add_argument("-p", "--pid", dest="attach", metavar="PID[,PID...]", type=pid_list,
                    help="take a snapshot of every Lua state of these running processes")
-    h.add_argument("-o", "--output", metavar="DIR", help="with -p: where the snapshots go")
+    h.add_argument("--nginx", metavar="MASTER_PID", type=int,
+                   help="take a snapshot of each worker of this nginx master, in turn")
+    h.add_argument("-o", "--output", metavar="DIR",
+                   help="with -p or --nginx: where the snapshots go")
     return p
 
 

@@ -6,12 +6,16 @@ keeps the memory.
                                        FINAL), by name, with a retaining path
   ljperf heap -p PID[,PID...] -o DIR   a snapshot of every Lua state of each
                                        running process, into DIR
+  ljperf heap --nginx MASTER_PID -o DIR
+                                       the same of each worker of an nginx
+                                       master, one worker at a time
 
 -p asks through the remote switch (docs/remote-switch.md): each state writes
 its snapshot at its next safe point (kicked there when busy, as `ljperf
 record -p`) into the process's $LUAJIT_PERF_DIR (default /tmp), and ljperf
 moves it to DIR/heap-PID[-N].heapsnapshot and prints its summary.
-Everything is printed on stderr. The files open in Chrome DevTools' Memory
+--nginx takes the master's workers as `ljperf record --nginx` does, and asks
+them in turn, so that only one at a time pauses. Everything is printed on stderr. The files open in Chrome DevTools' Memory
 panel (Load) and in memlab (`memlab find-leaks --baseline BASE --target
 TARGET --final FINAL`, `memlab analyze ... --snapshot FILE`).
 """
@@ -21,7 +25,7 @@ import os
 import shutil
 
 from ljperf import remote
-from ljperf.attach import proc_environ
+from ljperf.attach import attach_pids, proc_environ
 from ljperf.heapsnap import BadSnapshot, Snapshot, diff
 from ljperf.messages import Fail, say
 
@@ -82,9 +86,20 @@ def snapshot_dir(pid):
     return ("/proc/%d/root" % pid if d.startswith("/") else "/proc/%d/cwd/" % pid) + d
 
 
-def take(pids, outdir, out):
-    """ljperf heap -p: one snapshot per Lua state of each of PIDS, into OUTDIR."""
+def take(pids, outdir, out, in_turn=False):
+    """ljperf heap -p: one snapshot per Lua state of each of PIDS, into OUTDIR
+    (IN_TURN: one process after the other)."""
     os.makedirs(outdir, exist_ok=True)
+    got = sum(ask(group, outdir, out) for group in
+              ([[p] for p in pids] if in_turn else [pids]))
+    if not got:
+        raise Fail("no snapshot written")
+    return 0
+
+
+def ask(pids, outdir, out):
+    """Asks every Lua state of PIDS at once; moves their snapshots to OUTDIR
+    and prints each one's summary. Returns how many there were."""
     sw = remote.RemoteSwitch(pids, parts=remote.PART_HEAP)
     try:
         missing = sw.start()
@@ -112,16 +127,20 @@ def take(pids, outdir, out):
             say("pid %d: %s within %.0f s (a state that runs no Lua code writes its "
                 "snapshot when it next does)" % (b.pid, "%d snapshot(s)" % len(files)
                                                  if files else "no snapshot", REMOTE_WAIT))
-    if not got:
-        raise Fail("no snapshot written")
-    return 0
+    return got
 
 
 def run(opts, out):
-    if opts.pid:
+    if opts.attach or opts.nginx is not None:
         if opts.args or not opts.output:
-            raise Fail("heap -p PID: give -o DIR and no FILE", code=2)
-        return take(opts.pid, opts.output, out)
+            raise Fail("heap -p PID, --nginx MASTER_PID: give -o DIR and no FILE", code=2)
+        pids = attach_pids(opts)
+        if opts.nginx is None:
+            return take(pids, opts.output, out)
+        workers = pids[1:]      # the master's Lua VM is idle; each worker has its own
+        if not workers:
+            raise Fail("nginx %d: no worker processes (is it an nginx master?)" % opts.nginx)
+        return take(workers, opts.output, out, in_turn=True)
     args = opts.args
     if args and args[0] == "diff":
         if len(args) not in (3, 4):

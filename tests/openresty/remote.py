@@ -76,13 +76,21 @@ def wrk(url, seconds):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def wrk_result(p, timeout):
+def wrk_stats(p, timeout):
+    """(requests, requests/s, what failed: "" when nothing did) of the wrk
+    process P, waited for; no requests fails the test."""
     out, _ = p.communicate(timeout=timeout)
     m = re.search(r"(\d+) requests in", out)
     rps = re.search(r"Requests/sec:\s*([\d.]+)", out)
     if not m or int(m.group(1)) == 0 or not rps:
         ljptest.fail("wrk made no requests: " + out[-500:])
-    return float(rps.group(1))
+    failed = [ln.strip() for ln in out.splitlines()
+              if ln.strip().startswith(("Socket errors:", "Non-2xx or 3xx responses:"))]
+    return int(m.group(1)), float(rps.group(1)), "; ".join(failed)
+
+
+def wrk_result(p, timeout):
+    return wrk_stats(p, timeout)[1]
 
 
 def pid_files(pids):

@@ -27,7 +27,7 @@ import tempfile
 import time
 
 from ljperf.heapsnap import Snapshot
-from tests.lib.ljptest import binpath, check, fail, ljperf_bin, main
+from tests.lib.ljptest import binpath, check, fail, heap_leftovers, ljperf_bin, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -346,11 +346,8 @@ def test_remote():
         rest = p.communicate(timeout=300)[0]
         check(p.returncode == 0 and "ready\n" + rest == plain,
               "ljperf SIGKILLed: the program's output and exit as unattached")
-        left = glob.glob(os.path.join(d, "*")) + glob.glob("/tmp/ljperf-heap-%d-*" % p.pid)
-        for f in left:
-            Snapshot(f)
-            os.unlink(f)
-        check(not any(f.endswith(".tmp") for f in left),
+        left, complete = heap_leftovers(d, [p.pid])
+        check(complete == left,
               "no partial file: %d complete snapshot(s) left, each loads" % len(left))
 
 

@@ -26,6 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 from ljperf import resolve as ljresolve
 from ljperf import perfscript
+from ljperf import remote as ljremote
+from ljperf.heapsnap import BadSnapshot, Snapshot
 
 
 def jitdump_under_test():
@@ -421,6 +423,72 @@ class Reader:
                     if m:
                         out.append(int(m.group(1)))
         return out
+
+
+# -- The remote switch's control blocks, and ljperf heap -p against a server ---
+
+def block_state(pid):
+    """[control block fields] of PID (one per VM copy; nginx has one)."""
+    return [ljremote.Block(pid, a).read() for a in ljremote.find_blocks(pid)]
+
+
+def is_off(pid):
+    st = block_state(pid)
+    return bool(st) and all(c["nremote"] == 0 and c["ack"] == c["seq"] for c in st)
+
+
+def is_on(pid):
+    return any(c["nremote"] > 0 for c in block_state(pid))
+
+
+def load_snapshot(path):
+    """PATH as an ljperf.heapsnap.Snapshot; a file that does not load fails."""
+    try:
+        return Snapshot(path)
+    except BadSnapshot as e:
+        fail(str(e))
+
+
+def has_function(snap, chunk):
+    """Does SNAP hold a function of CHUNK (its heap is the program's)?"""
+    return any(snap.lua_type(i) == "function" and chunk in snap.name(i)
+               for i in range(snap.n))
+
+
+def kill_when_asked(proc, pid, timeout=30.0):
+    """SIGKILLs PROC (an ljperf heap) as soon as PID's control block has a new
+    request (seq moved); returns the seconds that took (None: never)."""
+    seq0 = [c["seq"] for c in block_state(pid)]
+    t0 = time.monotonic()
+    asked = None
+    while proc.poll() is None and time.monotonic() < t0 + timeout:
+        if [c["seq"] for c in block_state(pid)] != seq0:
+            asked = time.monotonic() - t0
+            break
+        time.sleep(0.001)
+    proc.kill()
+    proc.wait()
+    return asked
+
+
+def heap_leftovers(outdir, pids):
+    """After a killed ljperf heap: (the files in OUTDIR and the PIDS'
+    /tmp/ljperf-heap-PID-* files, the complete ones among them). The
+    complete ones must load; those in /tmp are removed."""
+    left = sorted(glob.glob(os.path.join(outdir, "*")) +
+                  [f for p in pids for f in glob.glob("/tmp/ljperf-heap-%d-*" % p)])
+    complete = [f for f in left if not f.endswith(".tmp")]
+    for f in complete:
+        load_snapshot(f)
+    remove_heap_files(pids)
+    return left, complete
+
+
+def remove_heap_files(pids):
+    """Removes the remote snapshots PIDS (processes the test started) left in /tmp."""
+    for p in pids:
+        for f in glob.glob("/tmp/ljperf-heap-%d-*" % p):
+            os.unlink(f)
 
 
 def wait_for(cond, timeout=10.0, step=0.05):

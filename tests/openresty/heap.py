@@ -27,7 +27,6 @@ after, and how long each ljperf heap took.
 """
 
 import argparse
-import glob
 import os
 import shutil
 import signal
@@ -39,11 +38,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 from examples.openresty import serve
-from ljperf.heapsnap import BadSnapshot, Snapshot
 from tests.lib import ljptest
 import identity
 import luaapp
-import remote  # is_off, wrk, wrk_stats
+import remote  # wrk, wrk_stats
 
 APP = "examples/openresty/app.lua"
 
@@ -79,19 +77,6 @@ def ljperf_heap(opts, master, out):
                             stderr=subprocess.PIPE, text=True)
 
 
-def loads(path):
-    try:
-        return Snapshot(path)
-    except BadSnapshot as e:
-        ljptest.fail(str(e))
-
-
-def worker_heap(path):
-    """PATH loads and holds app.lua's functions."""
-    s = loads(path)
-    return any(s.lua_type(i) == "function" and APP in s.name(i) for i in range(s.n))
-
-
 def rounds(opts, ngx, workers, ref, tmp):
     """Three ljperf heap --nginx under load; returns (ok, requests/s)."""
     secs = []
@@ -116,7 +101,8 @@ def rounds(opts, ngx, workers, ref, tmp):
             ok = ljptest.report(lj.returncode == 0 and got == want,
                                 "round %d: ljperf heap --nginx %d exits %d, wrote %s"
                                 % (n, ngx.master, lj.returncode, got)) and ok
-            ok = ljptest.report(all(worker_heap(os.path.join(out, f)) for f in got) and
+            ok = ljptest.report(all(ljptest.has_function(ljptest.load_snapshot(
+                os.path.join(out, f)), APP) for f in got) and
                                 err.count("top 10 retainers") == len(workers),
                                 "round %d: each loads, is a worker's heap (%s functions), "
                                 "and has its summary on stderr" % (n, APP)) and ok
@@ -137,41 +123,20 @@ def rounds(opts, ngx, workers, ref, tmp):
     return ok, rps
 
 
-def seqs(pid):
-    return [c["seq"] for c in remote.block_state(pid)]
-
-
 def killed(opts, ngx, workers, tmp):
     """ljperf heap --nginx SIGKILLed while it asks."""
     out = os.path.join(tmp, "killed")
     load = remote.wrk(ngx.url, int(opts.off_wait) + 60)
     try:
-        seq0 = seqs(workers[0])
-        lj = ljperf_heap(opts, ngx.master, out)
-        t0 = time.monotonic()
-        while seqs(workers[0]) == seq0 and time.monotonic() < t0 + 30:
-            time.sleep(0.001)
-        asked = time.monotonic() - t0
-        lj.kill()
-        lj.wait()
-        t_end = time.monotonic()
-        while (time.monotonic() < t_end + opts.off_wait and
-               not all(remote.is_off(w) for w in workers)):
-            time.sleep(0.05)
-        off = all(remote.is_off(w) for w in workers)
+        asked = ljptest.kill_when_asked(ljperf_heap(opts, ngx.master, out), workers[0])
+        off = ljptest.wait_for(lambda: all(ljptest.is_off(w) for w in workers),
+                               opts.off_wait)
     finally:
         load.send_signal(signal.SIGINT)
         remote.wrk_stats(load, 60)
-    left = sorted(glob.glob(os.path.join(out, "*")) +
-                  [f for w in workers for f in glob.glob("/tmp/ljperf-heap-%d-*" % w)])
-    complete = [f for f in left if not f.endswith(".tmp")]
-    for f in complete:
-        loads(f)
-    for f in left:
-        if f.startswith("/tmp/"):
-            os.unlink(f)
-    ok = ljptest.report(asked < 30, "ljperf heap asked the first worker after %.2f s: "
-                        "SIGKILLed" % asked)
+    left, complete = ljptest.heap_leftovers(out, workers)
+    ok = ljptest.report(asked is not None, "ljperf heap asked the first worker after "
+                        "%.2f s: SIGKILLed" % (asked or 0))
     ok = ljptest.report(complete == left,
                         "no partial file: %d complete snapshot(s) left, each loads (%s)"
                         % (len(left), ", ".join(os.path.basename(f) for f in left))) and ok
@@ -208,9 +173,7 @@ def run(opts):
     finally:
         ngx.stop()
         ljptest.remove_tmp_files(pids)
-        for w in pids:
-            for f in glob.glob("/tmp/ljperf-heap-%d-*" % w):
-                os.unlink(f)
+        ljptest.remove_heap_files(pids)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

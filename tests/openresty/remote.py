@@ -57,18 +57,7 @@ import luaapp
 LOAD = os.path.join(ROOT, "examples", "openresty", "load.lua")
 
 
-def block_state(pid):
-    """[control block fields] of PID (one per VM copy; nginx has one)."""
-    return [ljremote.Block(pid, a).read() for a in ljremote.find_blocks(pid)]
-
-
-def is_off(pid):
-    st = block_state(pid)
-    return bool(st) and all(c["nremote"] == 0 and c["ack"] == c["seq"] for c in st)
-
-
-def is_on(pid):
-    return any(c["nremote"] > 0 for c in block_state(pid))
+block_state, is_off, is_on = ljptest.block_state, ljptest.is_off, ljptest.is_on
 
 
 def wrk(url, seconds):

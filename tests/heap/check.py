@@ -11,6 +11,9 @@ check.py CASE, CASE one of
   gcsteps  a snapshot at every GC step of two cycles: complete files, the
            program's own results as without snapshots (gcsteps.lua)
   memlab   memlab loads the files, and its retained sizes are ljperf's
+  devtools Chrome DevTools' own loader (chrome-devtools-frontend's heap
+           snapshot worker, devtools_load.mjs) loads them: its node counts,
+           totals and retained sizes of the top 10 are ljperf's
   remote   ljperf heap -p of running programs (tests/remote/busy.lua: a busy
            trace and the interpreter, kicked; an allocating loop), and of one
            whose ljperf is killed: output as unattached, complete files only
@@ -269,35 +272,62 @@ def test_gcsteps():
         check(True, "every snapshot is complete and holds LIVE's 200 elements")
 
 
-def test_memlab():
+def node_modules(pkg, what):
     mods = os.environ.get("LJPERF_HEAP_NODE_MODULES")
-    if not mods or not os.path.isdir(os.path.join(mods, "@memlab", "heap-analysis")):
-        fail("memlab is not installed (LJPERF_HEAP_NODE_MODULES=%s; the build's npm ci "
-             "puts it there)" % mods)
+    if not mods or not os.path.isdir(os.path.join(mods, pkg)):
+        fail("%s is not installed (LJPERF_HEAP_NODE_MODULES=%s; the build's npm ci puts it "
+             "there)" % (what, mods))
+    return mods
+
+
+def consumer_files(d):
+    """The snapshots the consumers load: known, totals, and leak's three."""
+    files = [os.path.join(d, "known.heapsnapshot"), os.path.join(d, "totals.heapsnapshot")]
+    luajit("known.lua", files[0])
+    luajit("totals.lua", files[1])
+    luajit("leak.lua", d)
+    return files + [os.path.join(d, n + ".heapsnapshot") for n in ("base", "target", "final")]
+
+
+def consumer_load(who, script, files, mods):
+    """Runs SCRIPT (FILE=ID,... per file: ljperf's top 10 retainers) under
+    node; checks each file's node count, and retained sizes, against
+    ljperf's. Returns the JSON lines it printed."""
+    ours = {}
+    for f in files:
+        s = Snapshot(f)
+        ours[f] = {s.node_id(i): s.retained_size(i) for i in s.top_retainers(10)}
+    p = subprocess.run(["node", os.path.join(HERE, script)] +
+                       ["%s=%s" % (f, ",".join(str(i) for i in ours[f])) for f in files],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, NODE_PATH=mods, NODE_MODULES=mods))
+    if p.returncode != 0:
+        fail("%s could not load them: %s" % (who, p.stderr.strip()[-800:]))
+    got = [json.loads(ln) for ln in p.stdout.splitlines()]
+    check(len(got) == len(files), "%s loads all %d files" % (who, len(files)))
+    for g in got:
+        f = g["file"]
+        theirs = {int(k): v for k, v in g["retained"].items()}
+        check(g["nodes"] == Snapshot(f).n, "%s loads %s: %d nodes" % (who, os.path.basename(f),
+                                                                      g["nodes"]))
+        check(theirs == ours[f], "%s's retained sizes of the top 10 are ljperf's (%s)"
+              % (who, sorted(theirs.items())[:3]))
+    return got
+
+
+def test_memlab():
+    mods = node_modules(os.path.join("@memlab", "heap-analysis"), "memlab")
     with tempfile.TemporaryDirectory() as d:
-        files = [os.path.join(d, "known.heapsnapshot"), os.path.join(d, "totals.heapsnapshot")]
-        luajit("known.lua", files[0])
-        luajit("totals.lua", files[1])
-        luajit("leak.lua", d)
-        files += [os.path.join(d, n + ".heapsnapshot") for n in ("base", "target", "final")]
-        ours = {}
-        for f in files:
-            s = Snapshot(f)
-            ours[f] = {s.node_id(i): s.retained_size(i) for i in s.top_retainers(10)}
-        p = subprocess.run(["node", os.path.join(HERE, "memlab_load.js")] +
-                           ["%s=%s" % (f, ",".join(str(i) for i in ours[f])) for f in files],
-                           capture_output=True, text=True, timeout=600,
-                           env=dict(os.environ, NODE_PATH=mods))
-        if p.returncode != 0:
-            fail("memlab could not load them: " + p.stderr.strip()[-800:])
-        for ln in p.stdout.splitlines():
-            got = json.loads(ln)
-            f = got["file"]
-            theirs = {int(k): v for k, v in got["retained"].items()}
-            check(got["nodes"] == Snapshot(f).n, "memlab loads %s: %d nodes" % (os.path.basename(f),
-                                                                             got["nodes"]))
-            check(theirs == ours[f], "memlab's retained sizes of the top 10 are ljperf's "
-                  "(%s)" % sorted(theirs.items())[:3])
+        consumer_load("memlab", "memlab_load.js", consumer_files(d), mods)
+
+
+def test_devtools():
+    mods = node_modules("chrome-devtools-frontend", "chrome-devtools-frontend")
+    with tempfile.TemporaryDirectory() as d:
+        for g in consumer_load("DevTools", "devtools_load.mjs", consumer_files(d), mods):
+            total = Snapshot(g["file"]).total()
+            check(g["total"] == total, "DevTools' total of %s is ljperf's: %d bytes"
+                  % (os.path.basename(g["file"]), total))
 
 
 BUSY = os.path.join(os.path.dirname(HERE), "remote", "busy.lua")
@@ -354,4 +384,5 @@ def test_remote():
 if __name__ == "__main__":
     main({"known": test_known, "totals": test_totals, "leak": test_leak,
           "errors": test_errors, "packed": test_packed, "gcsteps": test_gcsteps,
-          "memlab": test_memlab, "remote": test_remote}[sys.argv[1]])
+          "memlab": test_memlab, "devtools": test_devtools,
+          "remote": test_remote}[sys.argv[1]])

@@ -1097,7 +1097,9 @@ static void hs_rootedges(HSnap *s, int id)
     for (i = HS_GCROOTS; i <= HS_INTERNAL; i++)
       hs_ewrite(s, HE_ELEMENT, (uint64_t)i, i);
     break;
-  case HS_GCROOTS:
+  case HS_GCROOTS: {
+    HSIter it;
+    GCobj *o;
     hs_ename(s, HE_PROPERTY, "main thread", mainthread(g));
     hs_etv(s, HE_PROPERTY, "registry", &g->registrytv);
     hs_ename(s, HE_PROPERTY, "globals", tabref(mainthread(g)->env));
@@ -1107,7 +1109,12 @@ static void hs_rootedges(HSnap *s, int id)
 	hs_ename(s, HE_INTERNAL, hs_gcrootname(i, buf, sizeof(buf)),
 		 gcref(g->gcroot[i]));
       }
+    hs_iterinit(s, &it);  /* Never swept: reserved words, C type names... */
+    while ((o = hs_next(s, &it)) != NULL)
+      if (o->gch.gct == ~LJ_TSTR && (o->gch.marked & LJ_GC_FIXED))
+	hs_ename(s, HE_INTERNAL, "[fixed string]", o);
     break;
+  }
   case HS_RUNNING: {
     HSIter it;
     GCobj *o;

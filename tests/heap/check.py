@@ -91,6 +91,13 @@ def test_known():
               % (s.retained_size(cyc), bytes_of["CYCLE"]))
         check(s.dominators()[other] == cyc, "CYCLE dominates its partner")
 
+        keyed = edge(s, g, "KEYED", "property")
+        keys = [to for t, nm, to in s.out_edges(keyed) if nm == "[key]"]
+        check(len(keys) == 50 and all(s.name(k).startswith("key-") for k in keys) and
+              s.retained_size(keyed) == bytes_of["KEYED"],
+              "KEYED keeps its 50 string keys: it retains %d bytes, the GC counted %d"
+              % (s.retained_size(keyed), bytes_of["KEYED"]))
+
         weakv, strong = edge(s, g, "WEAKV"), edge(s, g, "STRONG")
         check(s.name(weakv) == "table (weak values)", "WEAKV is named " + s.name(weakv))
         check(edge(s, weakv, "held", "weak") == strong, "WEAKV.held is a weak edge to STRONG")

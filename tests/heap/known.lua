@@ -26,6 +26,14 @@ CYCLE = measured("CYCLE", function()
   return a
 end)
 
+-- String keys made at run time: the table keeps them (a key names the
+-- value's edge, and a [key] edge keeps the string).
+KEYED = measured("KEYED", function()
+  local t = {}
+  for i = 1, 50 do t["key-" .. i] = true end
+  return t
+end)
+
 -- Weak values: the value is kept elsewhere (STRONG), so the weak edge
 -- retains nothing.
 STRONG = { payload = ("x"):rep(100) }

@@ -894,6 +894,7 @@ static void hs_field(HSnap *s, int weakv, cTValue *k, cTValue *v)
 {
   char buf[64];
   if (!tvisgcv(v)) return;
+  if (tvisstr(v)) weakv = 0;  /* A weak table keeps strings (gc_mayclear). */
   if (tvisstr(k)) {
     hs_estr(s, weakv ? HE_WEAK : HE_PROPERTY, strV(k), gcV(v));
     return;
@@ -933,9 +934,9 @@ static void hs_tabedges(HSnap *s, GCtab *t)
       Node *n = &node[i];
       if (tvisnil(&n->val)) continue;
       hs_field(s, weak & LJ_GC_WEAKVAL, &n->key, &n->val);
-      if (tvisgcv(&n->key) && !tvisstr(&n->key))
-	hs_etv(s, (weak & LJ_GC_WEAKKEY) ? HE_WEAK : HE_INTERNAL, "[key]",
-	       &n->key);
+      if (tvisgcv(&n->key))  /* Strings are never weak: kept as keys too. */
+	hs_etv(s, (weak & LJ_GC_WEAKKEY) && !tvisstr(&n->key) ? HE_WEAK :
+		  HE_INTERNAL, "[key]", &n->key);
     }
   }
 }

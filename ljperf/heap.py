@@ -15,9 +15,10 @@ its snapshot at its next safe point (kicked there when busy, as `ljperf
 record -p`) into the process's $LUAJIT_PERF_DIR (default /tmp), and ljperf
 moves it to DIR/heap-PID[-N].heapsnapshot and prints its summary.
 --nginx takes the master's workers as `ljperf record --nginx` does, and asks
-them in turn, so that only one at a time pauses. Everything is printed on stderr. The files open in Chrome DevTools' Memory
-panel (Load) and in memlab (`memlab find-leaks --baseline BASE --target
-TARGET --final FINAL`, `memlab analyze ... --snapshot FILE`).
+them in turn, so that only one at a time pauses. Everything is printed on
+stderr. The files open in Chrome DevTools' Memory panel (Load) and in
+memlab (`memlab find-leaks --baseline BASE --target TARGET --final FINAL`,
+`memlab analyze ... --snapshot FILE`).
 """
 
 import glob

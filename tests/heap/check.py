@@ -130,6 +130,9 @@ def test_known():
         pt = edge(s, g, "POINT")
         check(s.name(pt) == "cdata<hs_point>" and s.lua_type(pt) == "cdata" and s.size(pt) == 24,
               "POINT: cdata<hs_point>, 16 + 8 bytes (got %s, %d)" % (s.name(pt), s.size(pt)))
+        ptr = edge(s, g, "POINTER")
+        check(s.name(ptr) == "cdata<hs_point *>", "POINTER is named by what it points at: "
+              + s.name(ptr))
         fin = edge(s, g, "FINALIZED")
         holders = [i for i in range(s.n) for t, nm, to in s.out_edges(i)
                    if to == fin and t == "weak" and nm == "[key]"]

@@ -59,6 +59,7 @@ WRAPPED = coroutine.wrap(function() coroutine.yield(1) end)
 -- FFI cdata with a finalizer, and a named struct.
 ffi.cdef("struct hs_point { int x, y; };")
 POINT = ffi.new("struct hs_point", 1, 2)
+POINTER = ffi.cast("struct hs_point *", POINT)
 FINALIZED = ffi.gc(ffi.new("int[4]"), function() end)
 
 -- One string shared by many tables.

@@ -814,11 +814,18 @@ static uint64_t hs_nodename(HSnap *s, GCobj *o, size_t idx)
     return hs_internz(s, gco2th(o) == mainthread(s->g) ? "main thread" :
 							   "coroutine");
 #if LJ_HASFFI
-  case ~LJ_TCDATA: {
-    CType *ct = ctype_raw(ctype_ctsG(s->g), o->cd.ctypeid);
-    GCstr *nm = gcref(ct->name) ? strref(ct->name) : NULL;
+  case ~LJ_TCDATA: {  /* T, or T * and T & by T's name (tuple &). */
+    CTState *cts = ctype_ctsG(s->g);
+    CType *ct = ctype_raw(cts, o->cd.ctypeid);
+    const char *ptr = "";
+    GCstr *nm;
+    if (ctype_isptr(ct->info)) {
+      ptr = (ct->info & CTF_REF) ? " &" : " *";
+      ct = ctype_rawchild(cts, ct);
+    }
+    nm = gcref(ct->name) ? strref(ct->name) : NULL;
     if (!nm) return hs_internz(s, "cdata");
-    snprintf(buf, sizeof(buf), "cdata<%s>", strdata(nm));
+    snprintf(buf, sizeof(buf), "cdata<%s%s>", strdata(nm), ptr);
     return hs_internz(s, buf);
   }
 #endif

@@ -484,6 +484,19 @@ def heap_leftovers(outdir, pids):
     return left, complete
 
 
+def report_heap_kill(outdir, pids, asked, off, off_wait, who):
+    """Reports a SIGKILLed ljperf heap (ASKED: seconds until it asked, or
+    None; OFF: whether WHO was off again within OFF_WAIT s): no partial
+    file (heap_leftovers). True if all three hold."""
+    left, complete = heap_leftovers(outdir, pids)
+    ok = report(asked is not None, "ljperf heap asked after %.2f s: SIGKILLed" % (asked or 0))
+    ok = report(complete == left,
+                "no partial file: %d complete snapshot(s) left, each loads (%s)"
+                % (len(left), ", ".join(os.path.basename(f) for f in left))) and ok
+    return report(off, "within %.0f s %s off again (nremote 0, ack == seq)"
+                  % (off_wait, who)) and ok
+
+
 def remove_heap_files(pids):
     """Removes the remote snapshots PIDS (processes the test started) left in /tmp."""
     for p in pids:

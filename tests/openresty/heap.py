@@ -134,14 +134,7 @@ def killed(opts, ngx, workers, tmp):
     finally:
         load.send_signal(signal.SIGINT)
         remote.wrk_stats(load, 60)
-    left, complete = ljptest.heap_leftovers(out, workers)
-    ok = ljptest.report(asked is not None, "ljperf heap asked the first worker after "
-                        "%.2f s: SIGKILLed" % (asked or 0))
-    ok = ljptest.report(complete == left,
-                        "no partial file: %d complete snapshot(s) left, each loads (%s)"
-                        % (len(left), ", ".join(os.path.basename(f) for f in left))) and ok
-    return ljptest.report(off, "within %.0f s every worker is off again (nremote 0, "
-                          "ack == seq)" % opts.off_wait) and ok
+    return ljptest.report_heap_kill(out, workers, asked, off, opts.off_wait, "every worker is")
 
 
 def run(opts):

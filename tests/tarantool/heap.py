@@ -112,14 +112,7 @@ def killed(opts, pid, tmp):
     out = os.path.join(tmp, "killed")
     asked = ljptest.kill_when_asked(ljperf_heap(opts, pid, out), pid)
     off = ljptest.wait_for(lambda: ljptest.is_off(pid), opts.off_wait)
-    left, complete = ljptest.heap_leftovers(out, [pid])
-    ok = ljptest.report(asked is not None, "ljperf heap asked after %.2f s: SIGKILLed"
-                        % (asked or 0))
-    ok = ljptest.report(complete == left,
-                        "no partial file: %d complete snapshot(s) left, each loads (%s)"
-                        % (len(left), ", ".join(os.path.basename(f) for f in left))) and ok
-    return ljptest.report(off, "within %.0f s the server is off again (nremote 0, "
-                          "ack == seq)" % opts.off_wait) and ok
+    return ljptest.report_heap_kill(out, [pid], asked, off, opts.off_wait, "the server is")
 
 
 def run(opts):

@@ -484,6 +484,19 @@ def heap_leftovers(outdir, pids):
     return left, complete
 
 
+def timed_stderr(proc, timeout=120):
+    """Waits for PROC (killed if it is still running after TIMEOUT s):
+    (its stderr, the seconds it took from here)."""
+    t0 = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err, time.monotonic() - t0
+
+
 def report_heap_kill(outdir, pids, asked, off, off_wait, who):
     """Reports a SIGKILLed ljperf heap (ASKED: seconds until it asked, or
     None; OFF: whether WHO was off again within OFF_WAIT s): no partial

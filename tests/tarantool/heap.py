@@ -82,15 +82,9 @@ def rounds(opts, pid, tmp):
     secs = []
     for n in range(1, 4):
         out = os.path.join(tmp, str(n))
-        t0 = time.monotonic()
         lj = ljperf_heap(opts, pid, out)
-        try:
-            _, err = lj.communicate(timeout=120)
-        finally:
-            if lj.poll() is None:
-                lj.kill()
-                lj.wait()
-        secs.append(time.monotonic() - t0)
+        err, took = ljptest.timed_stderr(lj)
+        secs.append(took)
         got = sorted(os.listdir(out)) if os.path.isdir(out) else []
         ok = ljptest.report(lj.returncode == 0 and got == ["heap-%d.heapsnapshot" % pid],
                             "round %d: ljperf heap -p %d exits %d, wrote %s"

@@ -135,11 +135,7 @@ def run(opts):
     ngx = luaapp.without_perf_env(serve.Nginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
-        luaapp.start(ngx)
-        master, workers = ngx.master, ngx.worker_pids()
-        pids = [master] + workers
-        ok = ljptest.report(len(workers) == 2, "nginx master %d, workers %s"
-                            % (master, workers))
+        workers, pids, ok = luaapp.start_workers(ngx)
         before = remote.wrk_result(remote.wrk(ngx.url, opts.before), opts.before + 60)
         ref = identity.responses(ngx)
         good, during = rounds(opts, ngx, workers, ref, tmp)

@@ -70,3 +70,12 @@ def start(ngx):
         ngx.start()
     except RuntimeError as e:
         ljptest.fail(str(e))
+
+
+def start_workers(ngx):
+    """Starts NGX (two workers) as start() does: (its workers, the master's
+    and workers' pids, whether it has two workers, reported)."""
+    start(ngx)
+    master, workers = ngx.master, ngx.worker_pids()
+    ok = ljptest.report(len(workers) == 2, "nginx master %d, workers %s" % (master, workers))
+    return workers, [master] + workers, ok

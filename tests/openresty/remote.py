@@ -239,11 +239,7 @@ def run(opts):
     ngx = luaapp.without_perf_env(serve.Nginx(opts.nginx, workers=2, perf_env=False))
     pids = []
     try:
-        luaapp.start(ngx)
-        master, workers = ngx.master, ngx.worker_pids()
-        pids = [master] + workers
-        ok = ljptest.report(len(workers) == 2, "nginx master %d, workers %s"
-                            % (master, workers))
+        workers, pids, ok = luaapp.start_workers(ngx)
         ok = ljptest.report(all(is_off(w) and not is_on(w) for w in workers) and
                             not pid_files(pids),
                             "started without LUAJIT_PERF: off, no file in /tmp (%s)"
@@ -251,7 +247,7 @@ def run(opts):
         before = wrk_result(wrk(ngx.url, opts.before), opts.before + 60)
         ref = identity.responses(ngx)
         during = []
-        for how in ("-p %s" % ",".join(map(str, workers)), "--nginx %d" % master):
+        for how in ("-p %s" % ",".join(map(str, workers)), "--nginx %d" % ngx.master):
             good, rps = record(opts, ngx, workers, how, tmp)
             ok = good and ok
             during.append(rps)
